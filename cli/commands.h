@@ -1,0 +1,17 @@
+/* commands.h - one function per `nextn <command>`; each lives in cli/cmd_<name>.c.
+ * A command returns the process exit status (0 ok, 1 runtime error, 2 usage error) and
+ * prints its own errors as "nextn <command>: <message>". */
+#ifndef NX_CLI_COMMANDS_H
+#define NX_CLI_COMMANDS_H
+
+typedef int (*nx_command_fn)(int argc, char **argv); /* argv[0] is the command name */
+
+typedef struct nx_command {
+    const char *name;
+    nx_command_fn fn;
+    const char *summary;
+} nx_command;
+
+int cmd_version(int argc, char **argv);
+
+#endif

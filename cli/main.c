@@ -1,0 +1,40 @@
+/* main.c - `nextn <command> [args]`: dispatches to cli/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+#define NEXTN_VERSION "0.1.0"
+
+int cmd_version(int argc, char **argv) {
+    (void)argc; (void)argv;
+    printf("nextn %s\n", NEXTN_VERSION);
+    return 0;
+}
+
+static const nx_command commands[] = {
+    {"version", cmd_version, "print the version"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: nextn <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`nextn <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "nextn: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

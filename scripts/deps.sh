@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nextn needs to build and test, only those that are missing.
+# Idempotent: a second run installs nothing and takes a fraction of a second.
+#   scripts/deps.sh            build + test packages
+#   scripts/deps.sh --python   also the offline-tool packages (torch, numpy, OpenBLAS)
+set -euo pipefail
+
+pkgs=(cmake ninja-build pkg-config gcc make libpcre2-dev libcjson-dev libmicrohttpd-dev
+      libcmocka-dev clang libclang-rt-14-dev nodejs npm curl)
+if [ "${1:-}" = "--python" ]; then
+  pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node/npm may come from outside Debian (e.g. a preinstalled toolchain): accept those
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  keep=(); for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || keep+=("$p"); done
+  missing=("${keep[@]+"${keep[@]}"}")
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

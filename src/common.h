@@ -1,0 +1,55 @@
+/* common.h - error reporting and small helpers shared by every module.
+ *
+ * Error convention: a library function that can fail returns bool (true = success) and takes
+ * an `nx_err *` as its last argument.  On failure it fills the message, which always names the
+ * file / field / limit involved ("model.gguf: tensor 'blk.3.ffn_up.weight' ..."), and returns
+ * false.  `err` may be NULL when the caller does not want the text.  Library code never exits
+ * and never prints errors itself; only cli/main.c decides what to do with them.
+ */
+#ifndef NX_COMMON_H
+#define NX_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_ERR_MAX 1024
+
+typedef struct nx_err {
+    char msg[NX_ERR_MAX];
+} nx_err;
+
+/* Formats the message into err (if non-NULL) and returns false, so callers can write
+ * `return nx_fail(err, "%s: bad magic", path);`. */
+bool nx_fail(nx_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prepends "prefix: " to an existing message (used to add context while unwinding). */
+bool nx_fail_prefix(nx_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation helpers that report out-of-memory through err with the size and purpose.
+ * They return NULL on failure (and on n == 0 they still return a valid unique pointer). */
+void *nx_malloc(size_t n, const char *what, nx_err *err);
+void *nx_calloc(size_t count, size_t size, const char *what, nx_err *err);
+/* 64-byte aligned, zeroed; free with nx_free_aligned. */
+void *nx_alloc_aligned(size_t n, const char *what, nx_err *err);
+void  nx_free_aligned(void *p);
+
+/* Overflow-checked arithmetic on sizes: return false on overflow. */
+static inline bool nx_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool nx_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Monotonic wall clock in seconds. */
+double nx_time_s(void);
+
+/* Peak resident set size of this process in bytes (0 if unknown). */
+uint64_t nx_peak_rss_bytes(void);
+
+#define NX_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NX_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,45 @@
+/* test_common.c - error formatting and checked allocation. */
+#include "testutil.h"
+
+#include <string.h>
+#include "common.h"
+
+static void test_fail_formats_and_returns_false(void **state) {
+    (void)state;
+    nx_err e;
+    assert_false(nx_fail(&e, "%s: tensor '%s' has %d dims", "m.gguf", "x", 5));
+    assert_string_equal(e.msg, "m.gguf: tensor 'x' has 5 dims");
+    assert_false(nx_fail_prefix(&e, "loading %s", "model"));
+    assert_string_equal(e.msg, "loading model: m.gguf: tensor 'x' has 5 dims");
+    assert_false(nx_fail(NULL, "no buffer is fine"));
+}
+
+static void test_calloc_overflow_is_an_error(void **state) {
+    (void)state;
+    nx_err e;
+    void *p = nx_calloc(SIZE_MAX / 2, 4, "huge table", &e);
+    assert_null(p);
+    assert_non_null(strstr(e.msg, "huge table"));
+    uint64_t out;
+    assert_false(nx_mul_ok(UINT64_MAX, 2, &out));
+    assert_true(nx_add_ok(1, 2, &out));
+    assert_int_equal(out, 3);
+}
+
+static void test_aligned_alloc_is_aligned_and_zeroed(void **state) {
+    (void)state;
+    unsigned char *p = nx_alloc_aligned(100, "scratch", NULL);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    for (int i = 0; i < 100; i++) assert_int_equal(p[i], 0);
+    nx_free_aligned(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fail_formats_and_returns_false),
+        cmocka_unit_test(test_calloc_overflow_is_an_error),
+        cmocka_unit_test(test_aligned_alloc_is_aligned_and_zeroed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
