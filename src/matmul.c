@@ -1,0 +1,131 @@
+/* matmul.c - Y[T][out] = X[T][in] · Wᵀ for W in any nx_type with a dot kernel (see matmul.h).
+ *
+ * Steps:
+ *  1. Convert the T activation rows to the weight's vec-dot type (F32 weights use X as is),
+ *     into the caller's scratch, rows split across the pool when T is large.
+ *  2. Split the `out` weight rows across the pool in chunks.  Inside a chunk, output rows are
+ *     taken OUT_BLOCK at a time and, for each tile of up to NX_MATMUL_ROW_TILE activation
+ *     rows, each weight row is dotted against the whole tile by the multi-row kernel: a weight
+ *     block is decoded once per tile, and the OUT_BLOCK weight rows (a few tens of KB) stay
+ *     in L2 while the tiles of a large T go by.
+ * The result does not depend on the thread count: every output element is one kernel call
+ * over the same inputs.
+ */
+#include "matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Weight rows processed per activation tile sweep (keeps them in L2 across tiles). */
+#define OUT_BLOCK 16
+/* Grain of the output-row split (rows per chunk at least). */
+#define OUT_GRAIN 16
+
+bool nx_weight_init(nx_weight *w, const void *data, uint32_t type, int64_t in, int64_t out, nx_err *err) {
+    const nx_type_traits *t = nx_type_get(type);
+    if (!t) return nx_fail(err, "matmul weight: unknown tensor type id %u", type);
+    if (!nx_vec_dot_for(type, NX_ISA_SCALAR))
+        return nx_fail(err, "matmul weight: type %s has no dot kernel (not supported for matmul)", t->name);
+    if (in <= 0 || out <= 0)
+        return nx_fail(err, "matmul weight: bad shape {%lld, %lld} (both must be positive)", (long long)in,
+                       (long long)out);
+    size_t row_bytes;
+    if (!nx_row_size(type, in, &row_bytes, err)) return nx_fail_prefix(err, "matmul weight");
+    uint64_t total;
+    if (!nx_mul_ok(row_bytes, (uint64_t)out, &total) || total > SIZE_MAX)
+        return nx_fail(err, "matmul weight: %lld rows of %zu bytes overflow", (long long)out, row_bytes);
+    if (!data) return nx_fail(err, "matmul weight: NULL data");
+    w->data = data;
+    w->type = type;
+    w->in = in;
+    w->out = out;
+    w->row_bytes = row_bytes;
+    return true;
+}
+
+void nx_matmul_scratch_free(nx_matmul_scratch *s) {
+    if (!s) return;
+    nx_free_aligned(s->buf);
+    s->buf = NULL;
+    s->cap = 0;
+}
+
+static bool scratch_reserve(nx_matmul_scratch *s, size_t bytes, nx_err *err) {
+    if (s->cap >= bytes) return true;
+    size_t cap = bytes + bytes / 2; /* grow geometrically: T varies between calls */
+    void *p = nx_alloc_aligned(cap, "matmul activation scratch", err);
+    if (!p) return false;
+    nx_free_aligned(s->buf);
+    s->buf = p;
+    s->cap = cap;
+    return true;
+}
+
+struct convert_ctx {
+    const float *x;
+    int64_t in;
+    char *xq;
+    size_t xrow;
+    nx_from_float_fn from_float;
+};
+
+static void convert_rows(void *c, int64_t begin, int64_t end) {
+    const struct convert_ctx *cc = c;
+    for (int64_t t = begin; t < end; t++) cc->from_float(cc->x + t * cc->in, cc->xq + (size_t)t * cc->xrow, cc->in);
+}
+
+struct rows_ctx {
+    const nx_weight *w;
+    const char *xq;
+    size_t xrow;
+    int64_t T;
+    float *y;
+    nx_vec_dot_fn dot;
+};
+
+static void matmul_rows(void *c, int64_t begin, int64_t end) {
+    const struct rows_ctx *rc = c;
+    const nx_weight *w = rc->w;
+    float tmp[NX_MATMUL_ROW_TILE];
+    for (int64_t o0 = begin; o0 < end; o0 += OUT_BLOCK) {
+        const int64_t o1 = NX_MIN(end, o0 + OUT_BLOCK);
+        for (int64_t t0 = 0; t0 < rc->T; t0 += NX_MATMUL_ROW_TILE) {
+            const int nr = (int)NX_MIN((int64_t)NX_MATMUL_ROW_TILE, rc->T - t0);
+            const char *xt = rc->xq + (size_t)t0 * rc->xrow;
+            for (int64_t o = o0; o < o1; o++) {
+                rc->dot(w->in, tmp, (const char *)w->data + (size_t)o * w->row_bytes, xt, rc->xrow, nr);
+                for (int r = 0; r < nr; r++) rc->y[(t0 + r) * w->out + o] = tmp[r];
+            }
+        }
+    }
+}
+
+bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
+               nx_err *err) {
+    if (T <= 0) return T == 0 ? true : nx_fail(err, "matmul: negative row count %lld", (long long)T);
+    const nx_type_traits *t = nx_type_get(w->type);
+    if (!t) return nx_fail(err, "matmul: unknown weight type id %u", w->type);
+    nx_vec_dot_fn dot = nx_vec_dot_for(w->type, nx_cpu_isa());
+    if (!dot) return nx_fail(err, "matmul: type %s has no dot kernel", t->name);
+
+    const char *xq;
+    size_t xrow;
+    if (t->vec_dot_type == NX_TYPE_F32) {
+        xq = (const char *)x;
+        xrow = (size_t)w->in * sizeof(float);
+    } else {
+        if (!nx_row_size(t->vec_dot_type, w->in, &xrow, err)) return nx_fail_prefix(err, "matmul activations");
+        uint64_t bytes;
+        if (!nx_mul_ok(xrow, (uint64_t)T, &bytes) || bytes > SIZE_MAX)
+            return nx_fail(err, "matmul: %lld activation rows overflow the scratch size", (long long)T);
+        if (!scratch_reserve(scratch, (size_t)bytes, err)) return false;
+        struct convert_ctx cc = {x, w->in, scratch->buf, xrow, nx_type_get(t->vec_dot_type)->from_float};
+        /* converting a row costs about as much as streaming a few KB: split only for batches */
+        nx_parallel_for(pool, T, 4, convert_rows, &cc);
+        xq = scratch->buf;
+    }
+
+    struct rows_ctx rc = {w, xq, xrow, T, y, dot};
+    nx_parallel_for(pool, w->out, OUT_GRAIN, matmul_rows, &rc);
+    return true;
+}

@@ -1,0 +1,193 @@
+/* test_matmul.c - nx_matmul against double-precision references, for every weight type with a
+ * dot kernel and T in {1,2,3,4,5,8,9,17}, on 1 and 3 threads, at every ISA level this CPU has. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+
+static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q4_0,
+                                NX_TYPE_Q4_1, NX_TYPE_Q5_0, NX_TYPE_Q5_1, NX_TYPE_Q8_0,
+                                NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+static const int64_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17};
+
+#define IN 512
+#define OUT 45 /* not a multiple of the 16-row blocks */
+#define TMAX 17
+
+/* Bound on |x - dequant(quant(x))| for the activation formats, per element, from the format:
+ * q8_0/q8_1/q8_K round to a grid of amax/127 per block (half a step), plus the fp16 rounding
+ * of the scale for q8_0/q8_1 (127 steps * 2^-11 relative); f16/bf16 round to 11/8 bits. */
+static double act_error_bound(nx_type act, const float *x, int64_t i) {
+    int64_t bs = act == NX_TYPE_Q8_K ? 256 : 32;
+    double amax = 0;
+    for (int64_t j = i / bs * bs; j < i / bs * bs + bs; j++) amax = fmax(amax, fabs(x[j]));
+    switch (act) {
+    case NX_TYPE_Q8_K: return amax / 127 * 0.5 * 1.0001;
+    case NX_TYPE_Q8_0:
+    case NX_TYPE_Q8_1: return amax / 127 * 0.5 * 1.0001 + amax * 0x1p-11;
+    case NX_TYPE_F16: return fabs(x[i]) * 0x1p-11;
+    case NX_TYPE_BF16: return fabs(x[i]) * 0x1p-8;
+    default: return 0;
+    }
+}
+
+static void run_all(nx_pool *pool, float *w_f, float *x, float *y) {
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const nx_type_traits *tt = nx_type_get(types[ti]);
+        const nx_type_traits *ta = nx_type_get(tt->vec_dot_type);
+        size_t rowb;
+        assert_true(nx_row_size(types[ti], IN, &rowb, NULL));
+        char *wq = malloc(rowb * OUT);
+        for (int o = 0; o < OUT; o++) tt->from_float(w_f + o * IN, wq + o * rowb, IN);
+        float *wd = malloc(sizeof(float) * IN * OUT);
+        for (int o = 0; o < OUT; o++) tt->to_float(wq + o * rowb, wd + o * IN, IN);
+        nx_weight w;
+        nx_err e;
+        assert_true(nx_weight_init(&w, wq, types[ti], IN, OUT, &e));
+        nx_matmul_scratch scratch = {0};
+        size_t arow;
+        assert_true(nx_row_size(tt->vec_dot_type, IN, &arow, NULL));
+        char *xa = malloc(arow);
+        float *xd = malloc(sizeof(float) * IN), *xb = malloc(sizeof(float) * IN);
+        for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+            const int64_t T = Ts[k];
+            memset(y, 0xFF, sizeof(float) * TMAX * OUT); /* NaN: catches unwritten outputs */
+            assert_true(nx_matmul(pool, &scratch, &w, x, T, y, &e));
+            for (int64_t t = 0; t < T; t++) {
+                /* the activations as the kernel sees them, and their error bound */
+                ta->from_float(x + t * IN, xa, IN);
+                ta->to_float(xa, xd, IN);
+                for (int i = 0; i < IN; i++) xb[i] = act_error_bound(tt->vec_dot_type, x + t * IN, i);
+                for (int o = 0; o < OUT; o++) {
+                    double tight = 0, loose = 0, mag = 0, act_err = 0, s_err = 0;
+                    if (tt->vec_dot_type == NX_TYPE_Q8_1) {
+                        /* q4_1/q5_1 use q8_1's s = dy*sum(q) stored in fp16 for the min term m*s;
+                         * m is the block's smallest dequantised weight (the minimum element
+                         * gets code 0), |s| <= sum |xd| */
+                        for (int b = 0; b < IN / 32; b++) {
+                            double m = 0, sx = 0;
+                            for (int i = 32 * b; i < 32 * b + 32; i++) {
+                                m = i == 32 * b ? wd[o * IN + i] : fmin(m, wd[o * IN + i]);
+                                sx += fabs(xd[i]);
+                            }
+                            s_err += fabs(m) * sx * 0x1p-11;
+                        }
+                    }
+                    for (int i = 0; i < IN; i++) {
+                        tight += (double)wd[o * IN + i] * xd[i];
+                        loose += (double)wd[o * IN + i] * x[t * IN + i];
+                        mag += fabs((double)wd[o * IN + i] * xd[i]);
+                        act_err += fabs(wd[o * IN + i]) * xb[i];
+                    }
+                    const double got = y[t * OUT + o];
+                    /* (1) against dequantised weights x quantised activations: only float
+                     * rounding of block partial sums, plus s_err */
+                    const double tol_tight = 2e-5 * mag + 1e-6 + s_err;
+                    /* (2) against dequantised weights x the float activations: plus the
+                     * activation quantisation error bound */
+                    const double tol_loose = tol_tight + act_err;
+                    if (!(fabs(got - tight) <= tol_tight) || !(fabs(got - loose) <= tol_loose)) {
+                        print_error("%s T=%lld t=%lld o=%d threads=%d isa=%s: got %.9g, want %.9g (tol %g) / "
+                                    "%.9g (tol %g)\n",
+                                    tt->name, (long long)T, (long long)t, o, nx_pool_size(pool),
+                                    nx_isa_name(nx_cpu_isa()), got, tight, tol_tight, loose, tol_loose);
+                        fail();
+                    }
+                }
+            }
+        }
+        nx_matmul_scratch_free(&scratch);
+        free(wq);
+        free(wd);
+        free(xa);
+        free(xd);
+        free(xb);
+    }
+}
+
+static void fill(float *v, int64_t n, uint64_t seed) {
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) v[i] = tu_rng_normal(&r);
+}
+
+static void test_matmul_all_types_all_T(void **state) {
+    (void)state;
+    float *w = malloc(sizeof(float) * IN * OUT), *x = malloc(sizeof(float) * IN * TMAX);
+    float *y = malloc(sizeof(float) * TMAX * OUT);
+    fill(w, IN * OUT, 1);
+    fill(x, IN * TMAX, 2);
+    const nx_isa best = nx_cpu_isa();
+    for (int isa = 0; isa <= (int)best; isa++) {
+        setenv("NX_ISA", nx_isa_name((nx_isa)isa), 1);
+        run_all(NULL, w, x, y); /* no pool: single thread */
+        nx_pool *p = nx_pool_create(3, NULL);
+        run_all(p, w, x, y);
+        nx_pool_free(p);
+    }
+    unsetenv("NX_ISA");
+    free(w);
+    free(x);
+    free(y);
+}
+
+/* The thread count must not change a single bit of the result. */
+static void test_matmul_thread_count_invariant(void **state) {
+    (void)state;
+    const int64_t in = 1024, out = 333, T = 5;
+    float *wf = malloc(sizeof(float) * in * out), *x = malloc(sizeof(float) * in * T);
+    float *y1 = malloc(sizeof(float) * T * out), *y3 = malloc(sizeof(float) * T * out);
+    fill(wf, in * out, 3);
+    fill(x, in * T, 4);
+    size_t rowb;
+    assert_true(nx_row_size(NX_TYPE_Q4_K, in, &rowb, NULL));
+    char *wq = malloc(rowb * out);
+    for (int64_t o = 0; o < out; o++) nx_type_get(NX_TYPE_Q4_K)->from_float(wf + o * in, wq + o * rowb, in);
+    nx_weight w;
+    assert_true(nx_weight_init(&w, wq, NX_TYPE_Q4_K, in, out, NULL));
+    nx_matmul_scratch s = {0};
+    nx_pool *p3 = nx_pool_create(3, NULL);
+    assert_true(nx_matmul(NULL, &s, &w, x, T, y1, NULL));
+    assert_true(nx_matmul(p3, &s, &w, x, T, y3, NULL));
+    assert_memory_equal(y1, y3, sizeof(float) * T * out);
+    nx_pool_free(p3);
+    nx_matmul_scratch_free(&s);
+    free(wf);
+    free(x);
+    free(y1);
+    free(y3);
+    free(wq);
+}
+
+static void test_weight_init_errors(void **state) {
+    (void)state;
+    nx_weight w;
+    nx_err e;
+    char buf[64] = {0};
+    assert_false(nx_weight_init(&w, buf, 99, 32, 1, &e));
+    assert_non_null(strstr(e.msg, "99"));
+    assert_false(nx_weight_init(&w, buf, NX_TYPE_Q4_K, 100, 1, &e));
+    assert_non_null(strstr(e.msg, "256"));
+    assert_false(nx_weight_init(&w, buf, NX_TYPE_Q2_K, 256, 1, &e));
+    assert_non_null(strstr(e.msg, "q2_K"));
+    assert_false(nx_weight_init(&w, buf, NX_TYPE_F32, 0, 1, &e));
+    assert_false(nx_weight_init(&w, NULL, NX_TYPE_F32, 4, 1, &e));
+    assert_false(nx_weight_init(&w, buf, NX_TYPE_F32, INT64_MAX / 2, INT64_MAX / 2, &e));
+    assert_true(nx_weight_init(&w, buf, NX_TYPE_F16, 8, 2, &e));
+    assert_int_equal(w.row_bytes, 16);
+    float x[8] = {0}, y[2];
+    assert_true(nx_matmul(NULL, &(nx_matmul_scratch){0}, &w, x, 0, y, &e)); /* T = 0: nothing to do */
+    assert_false(nx_matmul(NULL, &(nx_matmul_scratch){0}, &w, x, -1, y, &e));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_all_types_all_T),
+        cmocka_unit_test(test_matmul_thread_count_invariant),
+        cmocka_unit_test(test_weight_init_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
