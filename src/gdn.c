@@ -1,0 +1,150 @@
+/* gdn.c - Gated DeltaNet recurrent state (slots for rollback) and kernels (reference §4). */
+#include "gdn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, size_t ssm_n, int n_seq, int n_snapshots, nx_err *err) {
+    memset(rs, 0, sizeof *rs);
+    if (n_seq <= 0 || n_snapshots < 0 || n_snapshots > 64)
+        return nx_fail(err, "recurrent state: n_seq %d must be > 0 and n_snapshots %d in 0..64", n_seq, n_snapshots);
+    rs->n_layer = n_layer;
+    rs->n_seq = n_seq;
+    rs->n_slot = 1 + n_snapshots;
+    rs->conv_n = conv_n;
+    rs->ssm_n = ssm_n;
+    uint64_t planes = (uint64_t)n_layer * (uint64_t)rs->n_slot * (uint64_t)n_seq, nc, ns;
+    if (!nx_mul_ok(planes, conv_n * sizeof(float), &nc) || !nx_mul_ok(planes, ssm_n * sizeof(float), &ns) ||
+        nc > SIZE_MAX / 4 || ns > SIZE_MAX / 4)
+        return nx_fail(err, "recurrent state: size overflow (%d sequences, %d slots)", n_seq, rs->n_slot);
+    rs->conv = nx_alloc_aligned(nc ? nc : 64, "recurrent conv state", err);
+    rs->ssm = rs->conv ? nx_alloc_aligned(ns ? ns : 64, "recurrent delta state", err) : NULL;
+    rs->cur = rs->ssm ? nx_calloc((size_t)n_seq, sizeof *rs->cur, "recurrent slots", err) : NULL;
+    rs->last_T = rs->cur ? nx_calloc((size_t)n_seq, sizeof *rs->last_T, "recurrent slots", err) : NULL;
+    if (!rs->last_T) {
+        nx_rstate_free(rs);
+        return false;
+    }
+    return true;
+}
+
+void nx_rstate_free(nx_rstate *rs) {
+    nx_free_aligned(rs->conv);
+    nx_free_aligned(rs->ssm);
+    free(rs->cur);
+    free(rs->last_T);
+    memset(rs, 0, sizeof *rs);
+}
+
+size_t nx_rstate_bytes(const nx_rstate *rs) {
+    return (size_t)rs->n_layer * (size_t)rs->n_slot * (size_t)rs->n_seq * (rs->conv_n + rs->ssm_n) * sizeof(float);
+}
+
+void nx_rstate_clear(nx_rstate *rs, int seq) {
+    for (int l = 0; l < rs->n_layer; l++) {
+        memset(nx_rstate_conv(rs, l, 0, seq), 0, rs->conv_n * sizeof(float));
+        memset(nx_rstate_ssm(rs, l, 0, seq), 0, rs->ssm_n * sizeof(float));
+    }
+    rs->cur[seq] = 0;
+    rs->last_T[seq] = 0;
+}
+
+int nx_rstate_max_rollback(const nx_rstate *rs, int seq) {
+    /* slots cur+1 .. min(last_T, n_slot)-1 hold states after earlier tokens of the last batch */
+    int lim = NX_MIN(rs->last_T[seq], rs->n_slot) - 1 - rs->cur[seq];
+    return lim > 0 ? lim : 0;
+}
+
+bool nx_rstate_rollback(nx_rstate *rs, int seq, int r, nx_err *err) {
+    if (r < 0) return nx_fail(err, "rollback of %d tokens is negative", r);
+    int lim = nx_rstate_max_rollback(rs, seq);
+    if (r > lim)
+        return nx_fail(err, "sequence %d: cannot roll the recurrent state back %d tokens: snapshots cover %d "
+                       "(%d snapshot slots, last batch had %d rows, already rolled back %d)", seq, r, lim,
+                       rs->n_slot - 1, rs->last_T[seq], rs->cur[seq]);
+    rs->cur[seq] += r;
+    return true;
+}
+
+void nx_rstate_copy(nx_rstate *rs, int src, int dst) {
+    if (src == dst) return;
+    int cs = rs->cur[src];
+    for (int l = 0; l < rs->n_layer; l++) {
+        memcpy(nx_rstate_conv(rs, l, 0, dst), nx_rstate_conv(rs, l, cs, src), rs->conv_n * sizeof(float));
+        memcpy(nx_rstate_ssm(rs, l, 0, dst), nx_rstate_ssm(rs, l, cs, src), rs->ssm_n * sizeof(float));
+    }
+    rs->cur[dst] = 0;
+    rs->last_T[dst] = 0;
+}
+
+void nx_rstate_commit(nx_rstate *rs, int seq, int n_rows) {
+    rs->cur[seq] = 0;
+    rs->last_T[seq] = n_rows;
+}
+
+/* ---- kernels -------------------------------------------------------------------------------- */
+
+void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
+                 const float *w, const float *x, float *y, int c0, int c1) {
+    const int W = Kc - 1; /* window length */
+    for (int t = 0; t < rows->T; t++) {
+        const int s = rows->seq[t], j = rows->j[t];
+        const int snap = rows->seq_T[s] - 1 - j; /* slot for the state after this row */
+        const float *src = nx_rstate_conv(rs, layer, j == 0 ? rs->cur[s] : 0, s);
+        float *dst = nx_rstate_conv(rs, layer, 0, s);
+        float *snap_dst = snap >= 1 && snap < rs->n_slot ? nx_rstate_conv(rs, layer, snap, s) : NULL;
+        const float *xt = x + (size_t)t * (size_t)C;
+        float *yt = y + (size_t)t * (size_t)C;
+        for (int c = c0; c < c1; c++) {
+            const float *wc = w + (size_t)c * (size_t)Kc;
+            const float *sw = src + (size_t)c * (size_t)W;
+            float *dw = dst + (size_t)c * (size_t)W;
+            const float xv = xt[c];
+            float acc = 0.0f;
+            for (int i = 0; i < W; i++) acc += sw[i] * wc[i];
+            acc += xv * wc[W];
+            /* shift the window; safe in place (dw == sw) because i+1 is read before i+1 is written */
+            for (int i = 0; i + 1 < W; i++) dw[i] = sw[i + 1];
+            if (W > 0) dw[W - 1] = xv;
+            if (snap_dst) memcpy(snap_dst + (size_t)c * (size_t)W, dw, (size_t)W * sizeof(float));
+            yt[c] = nx_silu(acc);
+        }
+    }
+}
+
+void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
+                       const float *qkv, int C, const float *beta, const float *g, const float *z,
+                       const float *norm_w, float eps, float *out, int h0, int h1) {
+    const int key_dim = Hk * d, VD = Hv * d;
+    float o[512]; /* d <= 512 is enforced by nx_hparams_finish */
+    for (int h = h0; h < h1; h++) {
+        const int kh = h % Hk; /* tiled k-head / v-head mapping (reference §4.5) */
+        for (int t = 0; t < rows->T; t++) {
+            const int s = rows->seq[t], j = rows->j[t];
+            const int snap = rows->seq_T[s] - 1 - j;
+            const float *src = nx_rstate_ssm(rs, layer, j == 0 ? rs->cur[s] : 0, s) + (size_t)h * d * d;
+            float *dst = nx_rstate_ssm(rs, layer, 0, s) + (size_t)h * d * d;
+            const float *row = qkv + (size_t)t * (size_t)C;
+            const float *q = row + kh * d, *k = row + key_dim + kh * d, *v = row + 2 * key_dim + h * d;
+            const float decay = expf(g[(size_t)t * Hv + h]);
+            const float b = beta[(size_t)t * Hv + h];
+            for (int jv = 0; jv < d; jv++) {
+                const float *sr = src + (size_t)jv * d; /* S[.][jv], contiguous over the key index */
+                float *dr = dst + (size_t)jv * d;
+                const float u = decay * nx_dot_f32(sr, k, d);
+                const float delta = b * (v[jv] - u);
+                for (int i = 0; i < d; i++) dr[i] = decay * sr[i] + k[i] * delta;
+                o[jv] = nx_dot_f32(dr, q, d);
+            }
+            if (snap >= 1 && snap < rs->n_slot)
+                memcpy(nx_rstate_ssm(rs, layer, snap, s) + (size_t)h * d * d, dst, (size_t)d * d * sizeof(float));
+            /* gated RMSNorm over this head's dv values, times silu(z) (reference §4.7) */
+            const float *zt = z + (size_t)t * VD + (size_t)h * d;
+            float *ot = out + (size_t)t * VD + (size_t)h * d;
+            nx_rmsnorm(o, norm_w, ot, d, eps);
+            for (int i = 0; i < d; i++) ot[i] *= nx_silu(zt[i]);
+        }
+    }
+}
