@@ -48,7 +48,9 @@ typedef struct nx_gguf_kv {
     nx_gguf_vtype arr_type;     /* arrays only */
     uint64_t arr_count;
     const uint8_t *arr_data;
-    uint64_t arr_bytes;         /* size of the encoded array payload */
+    uint64_t arr_bytes;         /* bytes of the encoded elements (after elem type and count) */
+    const uint64_t *arr_str_offsets; /* string arrays only: offset of element i's u64 length
+                                      * within arr_data (reader-owned; makes arr_str O(1)) */
 } nx_gguf_kv;
 
 typedef struct nx_gguf_tensor {
@@ -72,8 +74,23 @@ typedef struct nx_gguf {
     uint64_t n_tensors;
     nx_gguf_tensor *tensors;
     uint64_t alignment;
-    uint64_t data_offset;       /* absolute offset of the data section */
+    uint64_t data_offset;       /* absolute offset of the data section (= end of the tensor
+                                 * infos rounded up to the alignment; unrounded if no tensors) */
+    uint64_t *kv_order;         /* internal: kv indices sorted by key, for lookup */
+    uint64_t *tensor_order;     /* internal: tensor indices sorted by name, for lookup */
 } nx_gguf;
+
+/* Storage layout of a ggml type id: every id llama.cpp defines, including formats nextn cannot
+ * compute with, so files of any quantisation can be opened and inspected.  NULL if unknown. */
+typedef struct nx_gguf_type_layout {
+    const char *name;           /* ggml's name: "f32", "q4_K", "iq2_xxs", ... */
+    uint32_t block_size;        /* elements per block */
+    uint32_t type_size;         /* bytes per block */
+} nx_gguf_type_layout;
+const nx_gguf_type_layout *nx_gguf_type_layout_get(uint32_t type);
+
+/* Reader limits (beyond what the file size implies). */
+#define NX_GGUF_MAX_ARRAY_DEPTH 8   /* arrays of arrays nested deeper than this are rejected */
 
 bool nx_gguf_open(nx_gguf **out, const char *path, nx_err *err);
 /* Parses a caller-owned buffer (used by the fuzzer and tests); `name` is used in messages.
