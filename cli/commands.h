@@ -13,5 +13,7 @@ typedef struct nx_command {
 } nx_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_gguf_sample(int argc, char **argv);
 
 #endif

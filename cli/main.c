@@ -14,6 +14,8 @@ int cmd_version(int argc, char **argv) {
 
 static const nx_command commands[] = {
     {"version", cmd_version, "print the version"},
+    {"info", cmd_info, "show a GGUF file's metadata, tensors and totals"},
+    {"gguf-sample", cmd_gguf_sample, "write a small synthetic GGUF (tests, demo)"},
 };
 
 static void usage(FILE *f) {

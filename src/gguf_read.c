@@ -124,6 +124,11 @@ static bool read_u64(cursor *c, uint64_t *v, const char *what) {
 
 static bool read_str(cursor *c, nx_str *s, const char *what) {
     uint64_t len;
+    if (c->size - c->pos < 8) {
+        char lw[96];
+        snprintf(lw, sizeof lw, "%s length", what);
+        return need(c, 8, lw);
+    }
     if (!read_u64(c, &len, what)) return false;
     if (len > c->size - c->pos)
         return fail_at(c, "%s length %" PRIu64 " at offset %" PRIu64 " runs past end of file (size %" PRIu64 ")",

@@ -14,6 +14,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define NX_HAVE_X86 1
+#include <cpuid.h>
 #endif
 
 static const nx_type_traits type_table[NX_TYPE_COUNT] = {
@@ -165,17 +166,25 @@ bool nx_row_size(uint32_t type, int64_t n, size_t *out, nx_err *err) {
 
 /* ---- CPU features ------------------------------------------------------------------------ */
 
+#ifdef NX_HAVE_X86
+/* F16C and BMI2 straight from CPUID: clang 14's __builtin_cpu_supports() does not know them. */
+static bool cpu_has_f16c_bmi2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return false;     /* CPUID.1:ECX.F16C */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 8))) return false; /* CPUID.7.0:EBX.BMI2 */
+    return true;
+}
+#endif
+
 static nx_isa detect_isa(void) {
 #ifdef NX_HAVE_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("bmi2"))
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
         return NX_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("bmi2"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
         return NX_ISA_AVX2;
 #endif
     return NX_ISA_SCALAR;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "quant.h"
 
 /* ---- an independent little encoder for hand-made files -------------------------------------- */
 typedef struct tb { uint8_t *p; size_t len, cap; } tb;
@@ -817,6 +818,36 @@ static void test_mutations(void **state) {
     free(orig);
 }
 
+/* The gguf layout table covers every ggml id; wherever quant.c's compute table also describes an
+ * id, both must agree (two tables, one truth).  Spot values are ggml's static_asserts. */
+static void test_layouts(void **state) {
+    (void)state;
+    int both = 0;
+    for (uint32_t t = 0; t < 64; t++) {
+        const nx_gguf_type_layout *l = nx_gguf_type_layout_get(t);
+        const nx_type_traits *q = nx_type_get(t);
+        if (!q) continue;
+        if (!l) fail_msg("type %u is in quant.c but not in the gguf layout table", t);
+        if (strcmp(l->name, q->name) != 0 || (int64_t)l->block_size != q->block_size || l->type_size != q->type_size)
+            fail_msg("type %u: gguf %s %u/%u vs quant %s %lld/%zu", t, l->name, l->block_size, l->type_size, q->name,
+                     (long long)q->block_size, q->type_size);
+        both++;
+    }
+    assert_true(both >= 20);
+    const struct { uint32_t id; uint32_t bs, ts; } spot[] = {
+        {2, 32, 18}, {12, 256, 144}, {14, 256, 210}, {16, 256, 66}, {23, 256, 136}, {29, 256, 56},
+        {30, 1, 2}, {34, 256, 54}, {39, 32, 17},
+    };
+    for (size_t i = 0; i < NX_ARRAY_LEN(spot); i++) {
+        const nx_gguf_type_layout *l = nx_gguf_type_layout_get(spot[i].id);
+        assert_non_null(l);
+        assert_int_equal(l->block_size, spot[i].bs);
+        assert_int_equal(l->type_size, spot[i].ts);
+    }
+    const uint32_t removed[] = {4, 5, 31, 32, 33, 36, 37, 38, 43, 1000, UINT32_MAX};
+    for (size_t i = 0; i < NX_ARRAY_LEN(removed); i++) assert_null(nx_gguf_type_layout_get(removed[i]));
+}
+
 /* ---- the llama.cpp-written fixture ------------------------------------------------------------ */
 
 int main(void) {
@@ -834,6 +865,7 @@ int main(void) {
         cmocka_unit_test(test_getters),
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,226 @@
+/* cmd_info.c - `nextn info FILE.gguf`: metadata, tensor table and totals of a GGUF file.
+ *
+ * Everything printed comes from the validated reader (src/gguf_read.c), so a malformed file
+ * ends in one clear error line and exit status 1.  Long strings and arrays are abbreviated
+ * (`[151936 strings: "!", "\"", ... ]`); --full prints arrays completely. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "gguf.h"
+
+#define LINE_BUDGET 100  /* characters an abbreviated value may take */
+#define STR_BUDGET 60    /* bytes of a single string value shown before "..." */
+
+typedef struct text { char *p; size_t len, cap; } text;
+
+static void text_add(text *t, const char *s, size_t n) {
+    if (t->len + n + 1 > t->cap) {
+        size_t ncap = (t->len + n + 1) * 2;
+        char *p = realloc(t->p, ncap);
+        if (!p) { fprintf(stderr, "nextn info: out of memory\n"); exit(1); }
+        t->p = p;
+        t->cap = ncap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+}
+
+static void text_printf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(text *t, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) text_add(t, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* Appends s as a C-style quoted string; at most `limit` bytes of it (0 = all). UTF-8 passes through. */
+static void add_quoted(text *t, nx_str s, uint64_t limit) {
+    text_add(t, "\"", 1);
+    uint64_t n = limit && s.len > limit ? limit : s.len;
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s.ptr[i];
+        char esc[8];
+        if (c == '"' || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; text_add(t, esc, 2); }
+        else if (c == '\n') text_add(t, "\\n", 2);
+        else if (c == '\t') text_add(t, "\\t", 2);
+        else if (c == '\r') text_add(t, "\\r", 2);
+        else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); text_add(t, esc, 4); }
+        else text_add(t, (const char *)&c, 1);
+    }
+    text_add(t, "\"", 1);
+    if (n < s.len) text_printf(t, "... (%" PRIu64 " bytes)", s.len);
+}
+
+static void add_number(text *t, const nx_gguf_kv *kv, uint64_t i) {
+    switch (kv->arr_type) {
+    case NX_GGUF_FLOAT32: text_printf(t, "%.9g", nx_gguf_arr_f64(kv, i)); break;
+    case NX_GGUF_FLOAT64: text_printf(t, "%.17g", nx_gguf_arr_f64(kv, i)); break;
+    case NX_GGUF_BOOL: text_add(t, nx_gguf_arr_int(kv, i) ? "true" : "false", nx_gguf_arr_int(kv, i) ? 4 : 5); break;
+    case NX_GGUF_UINT64: text_printf(t, "%" PRIu64, (uint64_t)nx_gguf_arr_int(kv, i)); break;
+    default: text_printf(t, "%" PRId64, nx_gguf_arr_int(kv, i)); break;
+    }
+}
+
+static const char *plural_type(nx_gguf_vtype t) {
+    return t == NX_GGUF_STRING ? "strings" : t == NX_GGUF_ARRAY ? "arrays" : nx_gguf_vtype_name(t);
+}
+
+static void add_value(text *t, const nx_gguf_kv *kv, bool full) {
+    switch (kv->type) {
+    case NX_GGUF_STRING: add_quoted(t, kv->v.str, full ? 0 : STR_BUDGET); return;
+    case NX_GGUF_BOOL: text_add(t, kv->v.b ? "true" : "false", kv->v.b ? 4 : 5); return;
+    case NX_GGUF_FLOAT32: text_printf(t, "%.9g", kv->v.f64); return;
+    case NX_GGUF_FLOAT64: text_printf(t, "%.17g", kv->v.f64); return;
+    case NX_GGUF_UINT8: case NX_GGUF_UINT16: case NX_GGUF_UINT32: case NX_GGUF_UINT64:
+        text_printf(t, "%" PRIu64, kv->v.u64); return;
+    case NX_GGUF_INT8: case NX_GGUF_INT16: case NX_GGUF_INT32: case NX_GGUF_INT64:
+        text_printf(t, "%" PRId64, kv->v.i64); return;
+    case NX_GGUF_ARRAY: break;
+    default: text_add(t, "?", 1); return;
+    }
+    text_printf(t, "[%" PRIu64 " %s", kv->arr_count, plural_type(kv->arr_type));
+    if (kv->arr_type == NX_GGUF_ARRAY) { /* nested arrays are only exposed raw */
+        text_printf(t, ", %" PRIu64 " bytes]", kv->arr_bytes);
+        return;
+    }
+    if (kv->arr_count == 0) { text_add(t, "]", 1); return; }
+    text_add(t, ": ", 2);
+    size_t start = t->len;
+    for (uint64_t i = 0; i < kv->arr_count; i++) {
+        if (!full && t->len - start > LINE_BUDGET) { text_add(t, "... ]", 5); return; }
+        if (kv->arr_type == NX_GGUF_STRING) add_quoted(t, nx_gguf_arr_str(kv, i), full ? 0 : STR_BUDGET);
+        else add_number(t, kv, i);
+        text_add(t, i + 1 < kv->arr_count ? ", " : "]", i + 1 < kv->arr_count ? 2 : 1);
+    }
+}
+
+static void add_shape(text *t, const nx_gguf_tensor *ts) {
+    text_add(t, "[", 1);
+    for (uint32_t d = 0; d < ts->n_dims; d++) text_printf(t, d ? ", %" PRIu64 : "%" PRIu64, ts->ne[d]);
+    text_add(t, "]", 1);
+}
+
+static const char *type_name(uint32_t type, char *buf, size_t cap) {
+    const nx_gguf_type_layout *l = nx_gguf_type_layout_get(type);
+    if (l) return l->name;
+    snprintf(buf, cap, "type%" PRIu32, type);
+    return buf;
+}
+
+static void human(char *buf, size_t cap, uint64_t bytes) {
+    if (bytes >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+    else if (bytes >= (1ull << 20)) snprintf(buf, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
+    else if (bytes >= 1024) snprintf(buf, cap, "%.1f KiB", (double)bytes / 1024.0);
+    else snprintf(buf, cap, "%" PRIu64 " B", bytes);
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: nextn info [--no-tensors] [--full] FILE.gguf\n"
+               "  prints the metadata, the tensor table and totals of a GGUF file\n"
+               "  --no-tensors  skip the per-tensor table (totals are still printed)\n"
+               "  --full        print strings and arrays completely instead of abbreviated\n");
+}
+
+int cmd_info(int argc, char **argv) {
+    bool tensors = true, full = false;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-tensors")) tensors = false;
+        else if (!strcmp(argv[i], "--full")) full = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "nextn info: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (path) {
+            fprintf(stderr, "nextn info: more than one file given ('%s' and '%s')\n", path, argv[i]);
+            return 2;
+        } else path = argv[i];
+    }
+    if (!path) { usage(stderr); return 2; }
+
+    nx_gguf *g = NULL;
+    nx_err err;
+    if (!nx_gguf_open(&g, path, &err)) {
+        fprintf(stderr, "nextn info: %s\n", err.msg);
+        return 1;
+    }
+    text t = {0};
+    char hb[32], tb[32];
+    human(hb, sizeof hb, g->size);
+    printf("file:      %s\n", path);
+    printf("size:      %" PRIu64 " bytes (%s)\n", g->size, hb);
+    printf("format:    GGUF v%" PRIu32 ", alignment %" PRIu64 ", data section at 0x%" PRIx64 "\n", g->version,
+           g->alignment, g->data_offset);
+
+    printf("\nmetadata: %" PRIu64 " keys\n", g->n_kv);
+    int kw = 0;
+    for (uint64_t i = 0; i < g->n_kv; i++) kw = (int)NX_MAX((uint64_t)kw, NX_MIN(g->kv[i].key.len, 48));
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const nx_gguf_kv *kv = &g->kv[i];
+        t.len = 0;
+        add_quoted(&t, kv->key, 80);
+        /* keys are plain identifiers in practice: print them unquoted when nothing was escaped */
+        const char *key = t.p + 1;
+        size_t klen = t.len - 2;
+        bool plain = klen == kv->key.len && memcmp(key, kv->key.ptr, klen) == 0;
+        char type[32];
+        if (kv->type == NX_GGUF_ARRAY) snprintf(type, sizeof type, "[%s]", nx_gguf_vtype_name(kv->arr_type));
+        else snprintf(type, sizeof type, "%s", nx_gguf_vtype_name(kv->type));
+        printf("  %-*.*s  %-9s ", kw, plain ? (int)klen : (int)t.len, plain ? key : t.p, type);
+        t.len = 0;
+        add_value(&t, kv, full);
+        printf("%s\n", t.p ? t.p : "");
+    }
+
+    /* totals per type, in type-id order */
+    uint64_t params = 0, bytes = 0;
+    uint64_t per_count[64] = {0}, per_bytes[64] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const nx_gguf_tensor *ts = &g->tensors[i];
+        params += ts->ne[0] * ts->ne[1] * ts->ne[2] * ts->ne[3]; /* each product < 2^63 (reader) */
+        bytes += ts->nbytes;
+        uint32_t ty = ts->type < 64 ? ts->type : 63; /* known ids are < 43 (gguf_types.c) */
+        per_count[ty]++;
+        per_bytes[ty] += ts->nbytes;
+    }
+
+    if (tensors) {
+        printf("\ntensors: %" PRIu64 "\n", g->n_tensors);
+        int nw = 4;
+        for (uint64_t i = 0; i < g->n_tensors; i++) nw = (int)NX_MAX((uint64_t)nw, NX_MIN(g->tensors[i].name.len, 48));
+        printf("  %5s  %-*s  %-8s %-24s %14s  %s\n", "#", nw, "name", "type", "shape", "bytes", "offset");
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const nx_gguf_tensor *ts = &g->tensors[i];
+            t.len = 0;
+            add_quoted(&t, ts->name, 80);
+            bool plain = t.len - 2 == ts->name.len && memcmp(t.p + 1, ts->name.ptr, t.len - 2) == 0;
+            char name[200];
+            snprintf(name, sizeof name, "%.*s", plain ? (int)(t.len - 2) : (int)t.len, plain ? t.p + 1 : t.p);
+            t.len = 0;
+            add_shape(&t, ts);
+            printf("  %5" PRIu64 "  %-*s  %-8s %-24s %14" PRIu64 "  0x%" PRIx64 "\n", i, nw, name,
+                   type_name(ts->type, tb, sizeof tb), t.p, ts->nbytes, g->data_offset + ts->offset);
+        }
+    }
+
+    human(hb, sizeof hb, bytes);
+    printf("\ntotals: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes (%s)\n", g->n_tensors, params,
+           bytes, hb);
+    for (uint32_t ty = 0; ty < 64; ty++) {
+        if (!per_count[ty]) continue;
+        human(hb, sizeof hb, per_bytes[ty]);
+        printf("  %-8s %6" PRIu64 " %-7s %14" PRIu64 " bytes (%s)\n", type_name(ty, tb, sizeof tb), per_count[ty],
+               per_count[ty] == 1 ? "tensor" : "tensors", per_bytes[ty], hb);
+    }
+    free(t.p);
+    nx_gguf_close(g);
+    return 0;
+}
