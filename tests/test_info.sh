@@ -24,6 +24,10 @@ check "--no-tensors keeps totals, drops table" '"$NEXTN" info --no-tensors "$tmp
 check "--full prints every element" '"$NEXTN" info --full "$tmp/s.gguf" >"$tmp/out" && has "\"tok999\"]"'
 check "v2 and custom alignment" '"$NEXTN" gguf-sample --version 2 --alignment 64 "$tmp/v2.gguf" && "$NEXTN" info "$tmp/v2.gguf" >"$tmp/out" && has "GGUF v2, alignment 64" && has "general.alignment          uint32    64"'
 
+# a file written by llama.cpp's Python writer (tests/fixtures/README.md)
+fx="${NEXTN_SRC:-.}/tests/fixtures/gguf/ggml-vocab-llama-spm.gguf"
+check "llama.cpp vocab fixture" '"$NEXTN" info "$fx" >"$tmp/out" && has "format:    GGUF v3, alignment 32" && has "metadata: 22 keys" && has "llama.feed_forward_length               uint32    11008" && has "tokenizer.ggml.tokens                   [string]  [32000 strings: \"<unk>\", \"<s>\", \"</s>\", \"<0x00>\"" && has "tokenizer.ggml.add_eos_token            bool      false" && has "totals: 0 tensors, 0 parameters, 0 bytes"'
+
 # broken files: exit status 1, one message naming the file and the problem
 bad() { # name, file, expected message fragment
   "$NEXTN" info "$2" >"$tmp/out" 2>"$tmp/err"; local rc=$?
