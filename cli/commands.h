@@ -15,5 +15,6 @@ typedef struct nx_command {
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_gguf_sample(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const nx_command commands[] = {
     {"version", cmd_version, "print the version"},
     {"info", cmd_info, "show a GGUF file's metadata, tensors and totals"},
     {"gguf-sample", cmd_gguf_sample, "write a small synthetic GGUF (tests, demo)"},
+    {"mkmodel", cmd_mkmodel, "write a synthetic qwen35 GGUF (seeded random weights, real shapes)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,314 @@
+/* test_model_load.c - GGUF loading of qwen35 files written by mkmodel: round trip against the
+ * in-memory model, determinism of mkmodel, quantized variants, and clear errors for unknown
+ * architecture, missing tensor, wrong shape, missing key, inconsistent hyper-parameters. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "gguf.h"
+#include "mkmodel.h"
+#include "quant.h"
+
+static nx_pool *pool;
+static const char *tiny_path;    /* tiny f32 with MTP, seed 3 */
+
+static int setup(void **state) {
+    (void)state;
+    nx_err err;
+    pool = nx_pool_create(2, &err);
+    static char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("tiny.gguf"));
+    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 3, .mtp = true, .tie = -1};
+    if (!nx_mkmodel_write(&o, path, pool, &err)) fail_msg("%s", err.msg);
+    tiny_path = path;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    remove(tiny_path);
+    nx_pool_free(pool);
+    return 0;
+}
+
+/* Logits of a fixed 6-token prompt (last row). */
+static void run_prompt(const nx_model *m, float *out) {
+    nx_ctx_params p = nx_ctx_default_params();
+    p.n_ctx = 16;
+    p.kv_type = NX_KV_F32;
+    nx_ctx *c;
+    nx_err err;
+    if (!nx_ctx_create(&c, m, &p, pool, &err)) fail_msg("%s", err.msg);
+    int32_t tok[6] = {5, 300, 7, 256, 42, 99}, pos[6] = {0, 1, 2, 3, 4, 5};
+    nx_batch b = {6, tok, pos, NULL, NULL};
+    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
+    memcpy(out, nx_ctx_logits(c, 5), m->hp.n_vocab * sizeof(float));
+    nx_ctx_free(c);
+}
+
+static void test_file_round_trip_equals_memory_model(void **state) {
+    (void)state;
+    nx_err err;
+    nx_model *m;
+    if (!nx_model_load(&m, tiny_path, true, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m->hp.n_layer, 6);
+    assert_int_equal(m->hp.n_mtp, 1);
+    assert_int_equal(m->hp.ssm_n_group, 2);
+    assert_int_equal(m->hp.ssm_dt_rank, 4);
+    assert_int_equal(m->hp.n_vocab, 512);
+    assert_int_equal(m->hp.rope_sections[0], 11);
+    assert_true(m->mtp.present);
+    assert_false(m->tied);
+    assert_true(m->hp.recurrent[0] && m->hp.recurrent[1] && !m->hp.recurrent[2] && !m->hp.recurrent[6]);
+
+    nx_mk_memory mem;
+    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 3, .mtp = true, .tie = -1};
+    assert_true(nx_mk_memory_build(&mem, &o, &err));
+    nx_model mm;
+    assert_true(nx_model_bind(&mm, &mem.hp, nx_mk_memory_lookup, &mem, "mem", true, &err));
+    float *a = malloc(512 * sizeof(float)), *b = malloc(512 * sizeof(float));
+    run_prompt(m, a);
+    run_prompt(&mm, b);
+    assert_memory_equal(a, b, 512 * sizeof(float)); /* same bytes in, same computation */
+    free(a);
+    free(b);
+    nx_model_release(&mm);
+    nx_mk_memory_free(&mem);
+    nx_model_free(m);
+}
+
+static void test_mkmodel_is_deterministic(void **state) {
+    (void)state;
+    nx_err err;
+    char p1[512], p2[512];
+    snprintf(p1, sizeof p1, "%s", tu_tmp_path("det1.gguf"));
+    snprintf(p2, sizeof p2, "%s", tu_tmp_path("det2.gguf"));
+    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_Q8_0, .seed = 9, .mtp = false, .tie = -1, .n_vocab = 1000};
+    assert_true(nx_mkmodel_write(&o, p1, pool, &err));
+    nx_pool *one = nx_pool_create(1, &err);
+    assert_true(nx_mkmodel_write(&o, p2, one, &err)); /* thread count must not matter */
+    nx_pool_free(one);
+    size_t n1, n2;
+    void *d1 = tu_read_file(p1, &n1), *d2 = tu_read_file(p2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(d1, d2, n1);
+    free(d2);
+    o.seed = 10;
+    assert_true(nx_mkmodel_write(&o, p2, pool, &err));
+    d2 = tu_read_file(p2, &n2);
+    assert_int_equal(n1, n2);
+    assert_true(memcmp(d1, d2, n1) != 0);
+    free(d1);
+    free(d2);
+    /* --no-mtp: block_count = L, no nextn key, loads without an MTP block */
+    nx_model *m;
+    assert_true(nx_model_load(&m, p1, true, &err));
+    assert_int_equal(m->hp.n_mtp, 0);
+    assert_int_equal(m->hp.n_layer_all, 6);
+    assert_false(m->mtp.present);
+    assert_int_equal(m->hp.n_vocab, 1000);
+    nx_model_free(m);
+    remove(p1);
+    remove(p2);
+}
+
+/* A lookup that hands out the file's tensors dequantized to F32 (the exact weights a quantized
+ * model computes with, minus the kernels). */
+typedef struct deq {
+    const nx_gguf *g;
+    void *bufs[512];
+    int n;
+} deq;
+
+static bool deq_lookup(void *user, const char *name, nx_tensor_info *out) {
+    deq *d = user;
+    const nx_gguf_tensor *t = nx_gguf_find_tensor(d->g, name);
+    if (!t) return false;
+    out->type = NX_TYPE_F32;
+    out->n_dims = t->n_dims;
+    uint64_t n = 1;
+    for (int i = 0; i < 4; i++) { out->ne[i] = t->ne[i]; n *= t->ne[i]; }
+    float *f = malloc(n * sizeof(float));
+    assert_true(d->n < 512);
+    d->bufs[d->n++] = f;
+    nx_type_get(t->type)->to_float(t->data, f, (int64_t)n);
+    out->data = f;
+    return true;
+}
+
+/* Every quantized type mkmodel offers loads and runs.  Its logits match an F32 model holding the
+ * same (dequantized) weights up to the activation rounding of the dot kernels, and stay near
+ * the original F32 model's. */
+static void test_quantized_files_load_and_run(void **state) {
+    (void)state;
+    const nx_type types[] = {NX_TYPE_F16, NX_TYPE_BF16, NX_TYPE_Q8_0, NX_TYPE_Q4_0, NX_TYPE_Q4_K, NX_TYPE_Q6_K};
+    nx_err err;
+    nx_model *ref;
+    assert_true(nx_model_load(&ref, tiny_path, false, &err));
+    float *lr = malloc(512 * sizeof(float)), *lq = malloc(512 * sizeof(float)), *ld = malloc(512 * sizeof(float));
+    run_prompt(ref, lr);
+    for (size_t i = 0; i < NX_ARRAY_LEN(types); i++) {
+        const nx_type_traits *tt = nx_type_get(types[i]);
+        if (!tt || !tt->from_float) fail_msg("type %s has no quantiser", nx_type_name(types[i]));
+        char p[512];
+        snprintf(p, sizeof p, "%s", tu_tmp_path("q.gguf"));
+        nx_mk_options o = {.preset = "tiny", .type = types[i], .seed = 3, .mtp = true, .tie = -1};
+        if (!nx_mkmodel_write(&o, p, pool, &err)) fail_msg("%s: %s", nx_type_name(types[i]), err.msg);
+        nx_model *m;
+        if (!nx_model_load(&m, p, true, &err)) fail_msg("%s: %s", nx_type_name(types[i]), err.msg);
+        assert_int_equal(m->layers[0].ffn_up.type, types[i]);
+        assert_int_equal(m->tok_embd.type, types[i]);
+        run_prompt(m, lq);
+        deq d = {.g = m->gguf};
+        nx_model dm;
+        if (!nx_model_bind(&dm, &m->hp, deq_lookup, &d, p, false, &err)) fail_msg("%s", err.msg);
+        run_prompt(&dm, ld);
+        double kern = 0, quant = 0, scale = 0;
+        for (int v = 0; v < 512; v++) {
+            kern = fmax(kern, fabs(lq[v] - ld[v]));
+            quant = fmax(quant, fabs(lq[v] - lr[v]));
+            scale = fmax(scale, fabs(lr[v]));
+        }
+        /* kernels: activations rounded to q8 (or f16/bf16) per dot product */
+        print_message("%s: kern %g quant %g scale %g\n", nx_type_name(types[i]), kern, quant, scale);
+        if (!(kern < 0.15 * scale)) fail_msg("%s: logits differ from dequantized-F32 weights by %g (scale %g)",
+                                             nx_type_name(types[i]), kern, scale);
+        /* the weights themselves: random models amplify 4-bit rounding, so only a loose bound */
+        if (!(quant < 1.5 * scale)) fail_msg("%s: logits differ from the F32 model by %g (scale %g)",
+                                             nx_type_name(types[i]), quant, scale);
+        nx_model_release(&dm);
+        for (int k = 0; k < d.n; k++) free(d.bufs[k]);
+        nx_model_free(m);
+        remove(p);
+    }
+    free(lr);
+    free(lq);
+    free(ld);
+    nx_model_free(ref);
+}
+
+/* ---- broken files: rewrite tiny_path with one edit ------------------------------------------ */
+
+typedef struct edit {
+    const char *drop_tensor;
+    const char *transpose_tensor;
+    const char *drop_key;
+    const char *str_key, *str_val;
+    const char *u32_key;
+    uint32_t u32_val;
+} edit;
+
+static const char *rewrite(const edit *e) {
+    static char out[512];
+    snprintf(out, sizeof out, "%s", tu_tmp_path("edit.gguf"));
+    nx_err err;
+    nx_gguf *g;
+    if (!nx_gguf_open(&g, tiny_path, &err)) fail_msg("%s", err.msg);
+    nx_gguf_writer *w = nx_gguf_writer_new(&err);
+    assert_non_null(w);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const nx_gguf_kv *kv = &g->kv[i];
+        if (nx_str_eq(kv->key, "general.alignment")) continue;
+        if (e->drop_key && nx_str_eq(kv->key, e->drop_key)) continue;
+        bool ok;
+        if (e->str_key && nx_str_eq(kv->key, e->str_key)) ok = nx_gguf_add_str(w, e->str_key, e->str_val, &err);
+        else if (e->u32_key && nx_str_eq(kv->key, e->u32_key)) ok = nx_gguf_add_u32(w, e->u32_key, e->u32_val, &err);
+        else ok = nx_gguf_add_kv_copy(w, kv, &err);
+        if (!ok) fail_msg("%s", err.msg);
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const nx_gguf_tensor *t = &g->tensors[i];
+        if (e->drop_tensor && nx_str_eq(t->name, e->drop_tensor)) continue;
+        uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (e->transpose_tensor && nx_str_eq(t->name, e->transpose_tensor)) {
+            ne[0] = t->ne[1];
+            ne[1] = t->ne[0];
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (!nx_gguf_add_tensor(w, name, t->type, t->n_dims, ne, t->data, &err)) fail_msg("%s", err.msg);
+    }
+    if (!nx_gguf_writer_write(w, out, &err)) fail_msg("%s", err.msg);
+    nx_gguf_writer_free(w);
+    nx_gguf_close(g);
+    return out;
+}
+
+static void expect_load_error(const edit *e, bool want_mtp, const char *needle) {
+    const char *p = rewrite(e);
+    nx_err err;
+    nx_model *m = NULL;
+    bool ok = nx_model_load(&m, p, want_mtp, &err);
+    if (ok) {
+        nx_model_free(m);
+        fail_msg("load succeeded, expected an error containing \"%s\"", needle);
+    }
+    if (!strstr(err.msg, needle)) fail_msg("error \"%s\" lacks \"%s\"", err.msg, needle);
+    assert_non_null(strstr(err.msg, p)); /* names the file */
+    remove(p);
+}
+
+static void test_unknown_architecture(void **state) {
+    (void)state;
+    edit e = {.str_key = "general.architecture", .str_val = "llama"};
+    expect_load_error(&e, true, "unsupported general.architecture 'llama'");
+}
+
+static void test_missing_tensor(void **state) {
+    (void)state;
+    edit e = {.drop_tensor = "blk.1.ssm_a"};
+    expect_load_error(&e, true, "missing tensor 'blk.1.ssm_a'");
+    edit e2 = {.drop_tensor = "blk.2.attn_k_norm.weight"};
+    expect_load_error(&e2, true, "missing tensor 'blk.2.attn_k_norm.weight'");
+}
+
+static void test_wrong_shape(void **state) {
+    (void)state;
+    edit e = {.transpose_tensor = "blk.2.attn_q.weight"};
+    expect_load_error(&e, true, "tensor 'blk.2.attn_q.weight' has shape {1024, 256}, expected {256, 1024}");
+    edit e2 = {.transpose_tensor = "blk.0.ssm_conv1d.weight"};
+    expect_load_error(&e2, true, "tensor 'blk.0.ssm_conv1d.weight' has shape {512, 4}, expected {4, 512}");
+}
+
+static void test_missing_key_and_bad_hparams(void **state) {
+    (void)state;
+    edit e = {.drop_key = "qwen35.ssm.state_size"};
+    expect_load_error(&e, true, "qwen35.ssm.state_size");
+    edit e2 = {.u32_key = "qwen35.ssm.inner_size", .u32_val = 300};
+    expect_load_error(&e2, true, "ssm.inner_size");
+    edit e3 = {.u32_key = "qwen35.ssm.group_count", .u32_val = 3};
+    expect_load_error(&e3, true, "not a multiple of ssm.group_count");
+    edit e4 = {.u32_key = "qwen35.nextn_predict_layers", .u32_val = 7};
+    expect_load_error(&e4, true, "nextn_predict_layers = 7 must be < block_count");
+}
+
+static void test_mtp_block_is_optional_unless_wanted(void **state) {
+    (void)state;
+    edit e = {.drop_tensor = "blk.6.nextn.eh_proj.weight"};
+    expect_load_error(&e, true, "missing tensor 'blk.6.nextn.eh_proj.weight'");
+    const char *p = rewrite(&e);
+    nx_err err;
+    nx_model *m;
+    assert_true(nx_model_load(&m, p, false, &err)); /* trunk only: fine */
+    assert_false(m->mtp.present);
+    nx_model_free(m);
+    remove(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_file_round_trip_equals_memory_model),
+        cmocka_unit_test(test_mkmodel_is_deterministic),
+        cmocka_unit_test(test_quantized_files_load_and_run),
+        cmocka_unit_test(test_unknown_architecture),
+        cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_wrong_shape),
+        cmocka_unit_test(test_missing_key_and_bad_hparams),
+        cmocka_unit_test(test_mtp_block_is_optional_unless_wanted),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
