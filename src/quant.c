@@ -12,8 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define NX_HAVE_X86 1
+#ifdef NX_HAVE_X86_KERNELS
 #include <cpuid.h>
 #endif
 
@@ -22,67 +21,122 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .name = "f32", .block_size = 1, .type_size = sizeof(float), .is_quantized = false,
         .to_float = nx_to_float_f32, .from_float = nx_from_float_f32,
         .vec_dot_type = NX_TYPE_F32,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_f32_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_f32_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_f32_avx512,
+#endif
+        },
     },
     [NX_TYPE_F16] = {
         .name = "f16", .block_size = 1, .type_size = sizeof(uint16_t), .is_quantized = false,
         .to_float = nx_to_float_f16, .from_float = nx_from_float_f16,
         .vec_dot_type = NX_TYPE_F16,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_f16_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_f16_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_f16_avx512,
+#endif
+        },
     },
     [NX_TYPE_BF16] = {
         .name = "bf16", .block_size = 1, .type_size = sizeof(uint16_t), .is_quantized = false,
         .to_float = nx_to_float_bf16, .from_float = nx_from_float_bf16,
         .vec_dot_type = NX_TYPE_BF16,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_bf16_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_bf16_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_bf16_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q4_0] = {
         .name = "q4_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q4_0), .is_quantized = true,
         .to_float = nx_to_float_q4_0, .from_float = nx_from_float_q4_0,
         .vec_dot_type = NX_TYPE_Q8_0,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q4_0_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q4_0_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q4_0_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q4_1] = {
         .name = "q4_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q4_1), .is_quantized = true,
         .to_float = nx_to_float_q4_1, .from_float = nx_from_float_q4_1,
         .vec_dot_type = NX_TYPE_Q8_1,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q4_1_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q4_1_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q4_1_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q5_0] = {
         .name = "q5_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q5_0), .is_quantized = true,
         .to_float = nx_to_float_q5_0, .from_float = nx_from_float_q5_0,
         .vec_dot_type = NX_TYPE_Q8_0,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q5_0_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q5_0_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q5_0_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q5_1] = {
         .name = "q5_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q5_1), .is_quantized = true,
         .to_float = nx_to_float_q5_1, .from_float = nx_from_float_q5_1,
         .vec_dot_type = NX_TYPE_Q8_1,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q5_1_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q5_1_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q5_1_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q8_0] = {
         .name = "q8_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q8_0), .is_quantized = true,
         .to_float = nx_to_float_q8_0, .from_float = nx_from_float_q8_0,
         .vec_dot_type = NX_TYPE_Q8_0,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q8_0_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q8_0_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q8_0_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q4_K] = {
         .name = "q4_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q4_K), .is_quantized = true,
         .to_float = nx_to_float_q4_K, .from_float = nx_from_float_q4_K,
         .vec_dot_type = NX_TYPE_Q8_K,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q4_K_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q4_K_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q4_K_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q5_K] = {
         .name = "q5_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q5_K), .is_quantized = true,
         .to_float = nx_to_float_q5_K, .from_float = nx_from_float_q5_K,
         .vec_dot_type = NX_TYPE_Q8_K,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q5_K_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q5_K_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q5_K_avx512,
+#endif
+        },
     },
     [NX_TYPE_Q6_K] = {
         .name = "q6_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q6_K), .is_quantized = true,
         .to_float = nx_to_float_q6_K, .from_float = nx_from_float_q6_K,
         .vec_dot_type = NX_TYPE_Q8_K,
-        .vec_dot = {[NX_ISA_SCALAR] = nx_dot_q6_K_scalar},
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q6_K_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX512] = nx_dot_q6_K_avx512,
+#endif
+        },
     },
     /* activation-only formats (the vec-dot types of others): convertible, no dot of their own */
     [NX_TYPE_Q8_1] = {
@@ -166,7 +220,7 @@ bool nx_row_size(uint32_t type, int64_t n, size_t *out, nx_err *err) {
 
 /* ---- CPU features ------------------------------------------------------------------------ */
 
-#ifdef NX_HAVE_X86
+#ifdef NX_HAVE_X86_KERNELS
 /* F16C and BMI2 straight from CPUID: clang 14's __builtin_cpu_supports() does not know them. */
 static bool cpu_has_f16c_bmi2(void) {
     unsigned a, b, c, d;
@@ -177,11 +231,11 @@ static bool cpu_has_f16c_bmi2(void) {
 #endif
 
 static nx_isa detect_isa(void) {
-#ifdef NX_HAVE_X86
+#ifdef NX_HAVE_X86_KERNELS
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") &&
+        __builtin_cpu_supports("avx512vnni") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
         return NX_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())

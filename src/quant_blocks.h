@@ -87,4 +87,23 @@ static inline void nx_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t
     }
 }
 
+/* All eight scales and mins of a q4_K / q5_K block at once (same values as nx_k4_scale_min),
+ * working on the three little-endian 32-bit words of scales[12] (a = bytes 0..3, b = 4..7,
+ * c = 8..11): sc[0..3] = a & 63, m[0..3] = b & 63, sc[4..7] = low nibbles of c with the top
+ * two bits of a's bytes as bits 4..5, m[4..7] = high nibbles of c with b's top bits. */
+static inline void nx_k4_unpack_scales(const uint8_t *scales, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t a, b, c, t;
+    __builtin_memcpy(&a, scales, 4);
+    __builtin_memcpy(&b, scales + 4, 4);
+    __builtin_memcpy(&c, scales + 8, 4);
+    t = a & 0x3F3F3F3Fu;
+    __builtin_memcpy(sc, &t, 4);
+    t = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+    __builtin_memcpy(sc + 4, &t, 4);
+    t = b & 0x3F3F3F3Fu;
+    __builtin_memcpy(m, &t, 4);
+    t = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+    __builtin_memcpy(m + 4, &t, 4);
+}
+
 #endif

@@ -51,4 +51,30 @@ void nx_dot_q4_K_scalar(int64_t n, float *out, const void *w, const void *x, siz
 void nx_dot_q5_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q6_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 
+#if defined(__x86_64__)
+#define NX_HAVE_X86_KERNELS 1
+void nx_dot_f32_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f16_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_bf16_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_1_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_1_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q8_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q6_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f32_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f16_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_bf16_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_1_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_1_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q8_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q6_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+#endif
+
 #endif

@@ -397,6 +397,24 @@ static void test_scalar_dots_match_dequantized(void **state) {
     free(xd);
 }
 
+/* The word-parallel scale unpacking used by the SIMD kernels equals the per-index one. */
+static void test_k4_scale_unpack(void **state) {
+    (void)state;
+    tu_rng r;
+    tu_rng_seed(&r, 5);
+    for (int it = 0; it < 20000; it++) {
+        uint8_t scales[12], sc[8], m[8];
+        for (int i = 0; i < 12; i++) scales[i] = (uint8_t)tu_rng_u64(&r);
+        nx_k4_unpack_scales(scales, sc, m);
+        for (int j = 0; j < 8; j++) {
+            uint8_t s1, m1;
+            nx_k4_scale_min(j, scales, &s1, &m1);
+            assert_int_equal(sc[j], s1);
+            assert_int_equal(m[j], m1);
+        }
+    }
+}
+
 static void test_isa_env_only_lowers(void **state) {
     (void)state;
     unsetenv("NX_ISA");
@@ -429,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_degenerate_blocks),
         cmocka_unit_test(test_activation_side_sums),
         cmocka_unit_test(test_scalar_dots_match_dequantized),
+        cmocka_unit_test(test_k4_scale_unpack),
         cmocka_unit_test(test_isa_env_only_lowers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,237 @@
+/* test_quant_kernels.c - every SIMD dot kernel against the scalar one.
+ *
+ * Data: weight rows are random bytes in the block layout (every code, every 6-bit scale/min,
+ * q8_0 codes including -128) with the fp16 scale fields replaced by sane random values; plain
+ * formats get random floats.  Activation rows come from the activation format's from_float
+ * applied to several distributions: gaussian, all zeros, tiny (1e-30), huge (1e15), one big
+ * outlier per block, constant (all codes at +-127 = max-int8), alternating sign extremes.
+ * Lengths cover one block, several blocks, odd counts, and (plain formats) non-multiples of the
+ * vector width; row counts 1..9 cover the 4-row groups plus every tail.
+ *
+ * Tolerance.  Integer block sums are exact in both kernels, so they differ only in the order
+ * and grouping of float operations: each per-block term (scale product times the block sum,
+ * converted to float) is rounded once or twice, and the terms are added in a different order.
+ * Standard summation error analysis bounds the difference of two such sums by
+ * 2 * (terms + 8) * 2^-24 * sum|term| (terms = blocks, or elements for plain formats;
+ * +8 for the lane reductions), and sum|term| <= mag = sum_i |w_i| |x_i| of the dequantised
+ * operands (computed here in double).  For plain formats the scalar kernel accumulates in
+ * double, so only the SIMD side's rounding counts; the same bound covers it.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+#include "quant_blocks.h"
+
+static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q8_0,
+                                NX_TYPE_Q4_0, NX_TYPE_Q5_0, NX_TYPE_Q4_1, NX_TYPE_Q5_1,
+                                NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+
+enum { DIST_GAUSS, DIST_ZERO, DIST_TINY, DIST_HUGE, DIST_OUTLIER, DIST_CONST, DIST_ALT, DIST_COUNT };
+static const char *dist_names[] = {"gauss", "zero", "tiny", "huge", "outlier", "const", "alternating"};
+
+/* huge: 1e15 scale, except where the activation format's range is smaller: f16 values end at
+ * 65504, q8_0/q8_1 store amax/127 as fp16, q8_1 also the block sum */
+static void fill_dist(float *x, int64_t n, int dist, float huge, tu_rng *r) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = tu_rng_normal(r);
+        switch (dist) {
+        case DIST_GAUSS: x[i] = g; break;
+        case DIST_ZERO: x[i] = 0; break;
+        case DIST_TINY: x[i] = g * 1e-30f; break;
+        case DIST_HUGE: x[i] = g * huge; break;
+        case DIST_OUTLIER: x[i] = (i % 32 == 5) ? 1000.0f : g * 0.01f; break;
+        case DIST_CONST: x[i] = -3.0f; break;
+        default: x[i] = (i & 1) ? 1e4f : -1e4f; break;
+        }
+    }
+}
+
+/* A random fp16 scale in +-[2^-10, 2^2]. */
+static uint16_t rand_scale(tu_rng *r) {
+    float v = ldexpf(1.0f + tu_rng_uniform(r), (int)(tu_rng_u64(r) % 13) - 10);
+    return nx_f32_to_f16(tu_rng_u64(r) & 1 ? -v : v);
+}
+
+/* Random weight row of n elements: random bytes, then valid scales. */
+static void random_weights(nx_type type, void *dst, int64_t n, tu_rng *r) {
+    const nx_type_traits *t = nx_type_get(type);
+    const int64_t nb = n / t->block_size;
+    if (!t->is_quantized) {
+        float *tmp = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) tmp[i] = tu_rng_normal(r);
+        t->from_float(tmp, dst, n);
+        free(tmp);
+        return;
+    }
+    unsigned char *b = dst;
+    for (size_t i = 0; i < (size_t)nb * t->type_size; i++) b[i] = (unsigned char)tu_rng_u64(r);
+    for (int64_t i = 0; i < nb; i++) {
+        void *blk = b + (size_t)i * t->type_size;
+        switch (type) {
+        case NX_TYPE_Q8_0: ((nx_block_q8_0 *)blk)->d = rand_scale(r); break;
+        case NX_TYPE_Q4_0: ((nx_block_q4_0 *)blk)->d = rand_scale(r); break;
+        case NX_TYPE_Q5_0: ((nx_block_q5_0 *)blk)->d = rand_scale(r); break;
+        case NX_TYPE_Q4_1: ((nx_block_q4_1 *)blk)->d = rand_scale(r), ((nx_block_q4_1 *)blk)->m = rand_scale(r); break;
+        case NX_TYPE_Q5_1: ((nx_block_q5_1 *)blk)->d = rand_scale(r), ((nx_block_q5_1 *)blk)->m = rand_scale(r); break;
+        case NX_TYPE_Q4_K: ((nx_block_q4_K *)blk)->d = rand_scale(r), ((nx_block_q4_K *)blk)->dmin = rand_scale(r); break;
+        case NX_TYPE_Q5_K: ((nx_block_q5_K *)blk)->d = rand_scale(r), ((nx_block_q5_K *)blk)->dmin = rand_scale(r); break;
+        case NX_TYPE_Q6_K: ((nx_block_q6_K *)blk)->d = rand_scale(r); break;
+        default: break;
+        }
+    }
+}
+
+static int checks_done;
+
+static float huge_for(nx_type act) {
+    if (act == NX_TYPE_F16) return 8000.0f;
+    if (act == NX_TYPE_Q8_0) return 1e6f;
+    if (act == NX_TYPE_Q8_1) return 1000.0f; /* its fp16 s = d * sum(q) must not overflow either */
+    return 1e15f;
+}
+
+static void check_type_isa(nx_type type, nx_isa isa) {
+    const nx_type_traits *tw = nx_type_get(type);
+    const nx_type_traits *tx = nx_type_get(tw->vec_dot_type);
+    nx_vec_dot_fn simd = tw->vec_dot[isa];
+    nx_vec_dot_fn ref = tw->vec_dot[NX_ISA_SCALAR];
+    if (!simd) {
+        print_message("NOTE: no %s kernel for %s (falls back to a lower ISA)\n", nx_isa_name(isa), tw->name);
+        return;
+    }
+    const int64_t bs = tw->block_size;
+    int64_t lens_q[] = {1, 2, 3, 5, 8, 16, 17};
+    int64_t lens_k[] = {1, 2, 3, 5, 16};
+    int64_t lens_p[] = {1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 4099};
+    const int64_t *lens = bs == 1 ? lens_p : bs == 32 ? lens_q : lens_k;
+    const size_t nlens = bs == 1 ? NX_ARRAY_LEN(lens_p) : bs == 32 ? NX_ARRAY_LEN(lens_q) : NX_ARRAY_LEN(lens_k);
+    tu_rng rng;
+    tu_rng_seed(&rng, (uint64_t)type * 1000 + (uint64_t)isa);
+    for (size_t li = 0; li < nlens; li++) {
+        const int64_t n = bs == 1 ? lens[li] : lens[li] * bs;
+        size_t wrow, xrow;
+        assert_true(nx_row_size(type, n, &wrow, NULL));
+        assert_true(nx_row_size(tw->vec_dot_type, n, &xrow, NULL));
+        void *w = malloc(wrow);
+        float *wd = malloc(sizeof(float) * (size_t)n), *xd = malloc(sizeof(float) * (size_t)n);
+        float *xf = malloc(sizeof(float) * (size_t)n);
+        const int maxrows = 9;
+        char *x = malloc(xrow * maxrows);
+        for (int dist = 0; dist < DIST_COUNT; dist++) {
+            random_weights(type, w, n, &rng);
+            tw->to_float(w, wd, n);
+            double mag[9];
+            for (int r = 0; r < maxrows; r++) {
+                fill_dist(xf, n, dist, huge_for(tw->vec_dot_type), &rng);
+                tx->from_float(xf, x + r * xrow, n);
+                tx->to_float(x + r * xrow, xd, n);
+                mag[r] = 0;
+                for (int64_t i = 0; i < n; i++) mag[r] += fabs((double)wd[i] * xd[i]);
+            }
+            for (int nrows = 1; nrows <= maxrows; nrows++) {
+                float got[9], want[9];
+                memset(got, 0xFF, sizeof got);
+                simd(n, got, w, x, xrow, nrows);
+                ref(n, want, w, x, xrow, nrows);
+                const double terms = (double)(bs == 1 ? n : n / bs);
+                for (int r = 0; r < nrows; r++) {
+                    const double tol = 2.0 * (terms + 8) * 0x1p-24 * mag[r] + 1e-30;
+                    const bool ok = (isinf(want[r]) && got[r] == want[r]) || fabs((double)got[r] - want[r]) <= tol;
+                    if (!ok) {
+                        print_error("%s %s n=%lld dist=%s nrows=%d row %d: simd %.9g scalar %.9g (tol %g)\n",
+                                    tw->name, nx_isa_name(isa), (long long)n, dist_names[dist], nrows, r, got[r],
+                                    want[r], tol);
+                        fail();
+                    }
+                }
+                /* rows beyond nrows are not written */
+                for (int r = nrows; r < 9; r++) assert_true(isnan(got[r]));
+                checks_done++;
+            }
+        }
+        free(w);
+        free(wd);
+        free(xd);
+        free(xf);
+        free(x);
+    }
+}
+
+static void check_isa(nx_isa isa) {
+    if (nx_cpu_isa() < isa) {
+        /* loud: the CPU (or NX_ISA) does not allow this level; cmocka prints SKIPPED */
+        print_message("SKIPPING %s kernels: this CPU does not support them (or NX_ISA lowered the level)\n",
+                      nx_isa_name(isa));
+        skip();
+    }
+    for (size_t t = 0; t < NX_ARRAY_LEN(types); t++) check_type_isa(types[t], isa);
+}
+
+static void test_avx2_kernels_match_scalar(void **state) {
+    (void)state;
+    check_isa(NX_ISA_AVX2);
+}
+
+static void test_avx512_kernels_match_scalar(void **state) {
+    (void)state;
+    check_isa(NX_ISA_AVX512);
+}
+
+/* The kernels must also agree when activation rows are not contiguous (stride > row size). */
+static void test_strided_rows(void **state) {
+    (void)state;
+    const int64_t n = 512;
+    tu_rng rng;
+    tu_rng_seed(&rng, 99);
+    for (size_t t = 0; t < NX_ARRAY_LEN(types); t++) {
+        const nx_type_traits *tw = nx_type_get(types[t]);
+        const nx_type_traits *tx = nx_type_get(tw->vec_dot_type);
+        size_t wrow, xrow;
+        assert_true(nx_row_size(types[t], n, &wrow, NULL));
+        assert_true(nx_row_size(tw->vec_dot_type, n, &xrow, NULL));
+        const size_t stride = xrow + 64;
+        void *w = malloc(wrow);
+        char *x = malloc(stride * 5);
+        float xf[512];
+        random_weights(types[t], w, n, &rng);
+        for (int r = 0; r < 5; r++) {
+            fill_dist(xf, n, DIST_GAUSS, 1, &rng);
+            tx->from_float(xf, x + r * stride, n);
+        }
+        float want[5], got[5];
+        tw->vec_dot[NX_ISA_SCALAR](n, want, w, x, stride, 5);
+        for (int isa = 1; isa <= (int)nx_cpu_isa(); isa++) {
+            nx_vec_dot_fn f = nx_vec_dot_for(types[t], (nx_isa)isa);
+            f(n, got, w, x, stride, 5);
+            for (int r = 0; r < 5; r++) assert_true(fabsf(got[r] - want[r]) <= 1e-4f * (fabsf(want[r]) + 10.0f));
+            /* one row at a time gives the same as the batch */
+            for (int r = 0; r < 5; r++) {
+                float one;
+                f(n, &one, w, x + r * stride, stride, 1);
+                assert_true(one == got[r] || fabsf(one - got[r]) <= 1e-5f * (fabsf(got[r]) + 1.0f));
+            }
+        }
+        free(w);
+        free(x);
+    }
+}
+
+static int teardown_report(void **state) {
+    (void)state;
+    print_message("%d kernel comparisons done\n", checks_done);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_avx2_kernels_match_scalar),
+        cmocka_unit_test(test_avx512_kernels_match_scalar),
+        cmocka_unit_test(test_strided_rows),
+    };
+    return cmocka_run_group_tests(tests, NULL, teardown_report);
+}
