@@ -6,6 +6,7 @@
 
 #include "ctx_internal.h"
 #include "ops.h"
+#include "ops_avx512.h"
 #include "quant.h"
 
 /* NeoX pairing on the first R dims: (p, p + R/2) rotated by the row's angle for pair p. */
@@ -49,7 +50,9 @@ static void prep_fn(void *p, int ith, int nth) {
     }
 }
 
-static float dot_kv(const uint8_t *row, nx_kv_type type, const float *q, int D) {
+static float dot_kv(const uint8_t *row, nx_kv_type type, const float *q, int D, bool simd) {
+    if (simd) return type == NX_KV_F32 ? nx_ops_dot_f32_avx512((const float *)row, q, D)
+                                       : nx_ops_dot_f16_avx512((const uint16_t *)row, q, D);
     if (type == NX_KV_F32) return nx_dot_f32((const float *)row, q, D);
     const uint16_t *r = (const uint16_t *)row;
     float acc = 0.0f;
@@ -57,7 +60,12 @@ static float dot_kv(const uint8_t *row, nx_kv_type type, const float *q, int D) 
     return acc;
 }
 
-static void axpy_kv(float *y, float a, const uint8_t *row, nx_kv_type type, int D) {
+static void axpy_kv(float *y, float a, const uint8_t *row, nx_kv_type type, int D, bool simd) {
+    if (simd) {
+        if (type == NX_KV_F32) nx_ops_axpy_f32_avx512(y, a, (const float *)row, D);
+        else nx_ops_axpy_f16_avx512(y, a, (const uint16_t *)row, D);
+        return;
+    }
     if (type == NX_KV_F32) {
         nx_axpy_f32(y, a, (const float *)row, D);
         return;
@@ -85,7 +93,7 @@ static void attend_fn(void *p, int ith, int nth) {
         const size_t stride = (size_t)kv->kv_dim * kv->elt;
         float mx = -INFINITY;
         for (int k = 0; k < n_keys; k++) {
-            scores[k] = dot_kv(kbase + (size_t)k * stride, kv->type, q, D) * scale;
+            scores[k] = dot_kv(kbase + (size_t)k * stride, kv->type, q, D, c->avx512) * scale;
             if (scores[k] > mx) mx = scores[k];
         }
         double sum = 0.0;
@@ -96,7 +104,7 @@ static void attend_fn(void *p, int ith, int nth) {
         const float inv = (float)(1.0 / sum);
         float *out = c->big1 + (size_t)t * HD + (size_t)h * D;
         memset(out, 0, (size_t)D * sizeof(float));
-        for (int k = 0; k < n_keys; k++) axpy_kv(out, scores[k] * inv, vbase + (size_t)k * stride, kv->type, D);
+        for (int k = 0; k < n_keys; k++) axpy_kv(out, scores[k] * inv, vbase + (size_t)k * stride, kv->type, D, c->avx512);
         /* sigmoid output gate (§5.5): gate of head h follows its D query values in big0 */
         const float *gate = c->big0 + (size_t)t * 2 * HD + (size_t)h * 2 * D + D;
         for (int i = 0; i < D; i++) out[i] *= nx_sigmoid(gate[i]);

@@ -41,6 +41,7 @@ struct nx_ctx {
     int cap_logits;
     float *att_scratch;     /* [n_threads][n_ctx] attention scores */
     int n_threads;
+    bool avx512;            /* use the *_avx512 kernels (CPU checked at creation) */
     size_t scratch_bytes;
 };
 

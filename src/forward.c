@@ -8,6 +8,7 @@
 
 #include "ctx_internal.h"
 #include "ops.h"
+#include "quant.h"
 
 nx_ctx_params nx_ctx_default_params(void) {
     nx_ctx_params p = {.n_ctx = 4096, .n_seq = 1, .n_snapshots = 0, .kv_type = NX_KV_F16};
@@ -28,6 +29,7 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
     c->pool = pool;
     c->params = *params;
     c->n_threads = nx_pool_size(pool);
+    c->avx512 = nx_cpu_isa() >= NX_ISA_AVX512;
     const size_t conv_n = (size_t)(hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp);
     const size_t ssm_n = (size_t)hp->ssm_d_state * hp->ssm_d_state * hp->ssm_dt_rank;
     if (!nx_kv_init(&c->kv, model->n_attn_layers, (int)nx_hp_kv_dim(hp), params->n_ctx, params->n_seq,

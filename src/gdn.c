@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "ops_avx512.h"
 
 bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, size_t ssm_n, int n_seq, int n_snapshots, nx_err *err) {
     memset(rs, 0, sizeof *rs);
@@ -116,7 +117,7 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
 
 void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
                        const float *qkv, int C, const float *beta, const float *g, const float *z,
-                       const float *norm_w, float eps, float *out, int h0, int h1) {
+                       const float *norm_w, float eps, float *out, int h0, int h1, bool avx512) {
     const int key_dim = Hk * d, VD = Hv * d;
     float o[512]; /* d <= 512 is enforced by nx_hparams_finish */
     for (int h = h0; h < h1; h++) {
@@ -130,7 +131,9 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
             const float *q = row + kh * d, *k = row + key_dim + kh * d, *v = row + 2 * key_dim + h * d;
             const float decay = expf(g[(size_t)t * Hv + h]);
             const float b = beta[(size_t)t * Hv + h];
-            for (int jv = 0; jv < d; jv++) {
+            if (avx512 && d % 16 == 0) {
+                nx_gdn_step_avx512(src, dst, k, q, v, decay, b, o, d);
+            } else for (int jv = 0; jv < d; jv++) {
                 const float *sr = src + (size_t)jv * d; /* S[.][jv], contiguous over the key index */
                 float *dr = dst + (size_t)jv * d;
                 const float u = decay * nx_dot_f32(sr, k, d);

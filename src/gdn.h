@@ -68,6 +68,6 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
  * beta (after sigmoid); gate_g: [T][Hv] g (log decay); z: [T][value_dim]; out: [T][value_dim]. */
 void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
                        const float *qkv, int C, const float *beta, const float *g, const float *z,
-                       const float *norm_w, float eps, float *out, int h0, int h1);
+                       const float *norm_w, float eps, float *out, int h0, int h1, bool avx512);
 
 #endif

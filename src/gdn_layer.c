@@ -64,7 +64,7 @@ static void recur_fn(void *p, int ith, int nth) {
     if (b >= e) return;
     nx_gdn_recurrence(&c->rs, gt->l->cache_index, &gt->rows, (int)hp->ssm_n_group, Hv, (int)hp->ssm_d_state,
                       c->big1, (int)nx_hp_conv_dim(hp), c->small0, c->small1, c->mid0, gt->l->gdn.norm, hp->eps,
-                      c->mid1, (int)b, (int)e);
+                      c->mid1, (int)b, (int)e, c->avx512);
 }
 
 bool nx_gdn_layer(nx_ctx *c, const nx_layer *l, nx_err *err) {
