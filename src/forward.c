@@ -217,7 +217,9 @@ static void rope_tables(nx_ctx *c) {
     }
 }
 
-bool nx_forward(nx_ctx *c, const nx_batch *b, nx_err *err) {
+bool nx_forward(nx_ctx *c, const nx_batch *b, nx_err *err) { return nx_forward_embd(c, b, NULL, err); }
+
+bool nx_forward_embd(nx_ctx *c, const nx_batch *b, const float *embd, nx_err *err) {
     const nx_model *mdl = c->model;
     const nx_hparams *hp = &mdl->hp;
     c->T = 0;
@@ -236,8 +238,11 @@ bool nx_forward(nx_ctx *c, const nx_batch *b, nx_err *err) {
     }
     if (!grow_logits(c, n_out, err)) return false;
 
-    for (int t = 0; t < T; t++)
-        if (!nx_embed_row(&mdl->tok_embd, b->token[t], c->x + (size_t)t * E, err)) return false;
+    if (embd)
+        memcpy(c->x, embd, (size_t)T * E * sizeof(float));
+    else
+        for (int t = 0; t < T; t++)
+            if (!nx_embed_row(&mdl->tok_embd, b->token[t], c->x + (size_t)t * E, err)) return false;
     rope_tables(c);
 
     for (uint32_t li = 0; li < hp->n_layer; li++) {

@@ -53,6 +53,9 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
 void nx_ctx_free(nx_ctx *ctx);
 
 bool nx_forward(nx_ctx *ctx, const nx_batch *batch, nx_err *err);
+/* Same, but row t's input is embd[t*E .. t*E+E) instead of the embedding of token[t] (token[]
+ * is still validated).  The MTP head (mtp.h) feeds its eh_proj output this way. */
+bool nx_forward_embd(nx_ctx *ctx, const nx_batch *batch, const float *embd, nx_err *err);
 
 const float *nx_ctx_logits(const nx_ctx *ctx, int32_t row);
 const float *nx_ctx_hidden(const nx_ctx *ctx);

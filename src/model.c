@@ -280,6 +280,29 @@ done:
     return ok;
 }
 
+bool nx_model_bind_mtp_only(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_fn lookup, void *user,
+                            const char *where, nx_err *err) {
+    memset(m, 0, sizeof *m);
+    m->hp = *hp;
+    if (!nx_hparams_finish(&m->hp, where, err)) return false;
+    hp = &m->hp;
+    if (hp->n_mtp != 1)
+        return nx_fail(err, "%s: no MTP block (qwen35.nextn_predict_layers = %u, expected 1)", where, hp->n_mtp);
+    binder b = {m, lookup, user, where};
+    int64_t E = hp->n_embd, V = hp->n_vocab;
+    bool found;
+    bool ok = bind_matrix(&b, "token_embd.weight", E, V, true, &m->tok_embd, NULL, err) &&
+              bind_vec(&b, "output_norm.weight", (uint64_t)E, &m->output_norm, err) &&
+              bind_matrix(&b, "output.weight", E, V, false, &m->output, &found, err);
+    if (ok) {
+        m->tied = !found;
+        if (m->tied) m->output = m->tok_embd;
+        ok = bind_mtp(&b, hp, err);
+    }
+    if (!ok) nx_model_release(m);
+    return ok;
+}
+
 void nx_model_release(nx_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);

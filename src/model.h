@@ -138,6 +138,12 @@ typedef bool (*nx_tensor_lookup_fn)(void *user, const char *name, nx_tensor_info
 bool nx_model_bind(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_fn lookup, void *user,
                    const char *where, bool want_mtp, nx_err *err);
 
+/* Binds only what the MTP head needs: token_embd, output_norm, output (optional, tied
+ * otherwise) and the MTP block (layer L).  Trunk tensors may be absent (an "mtp-only" file,
+ * reference §2.8); m->layers stays NULL and the model can only serve as an MTP head. */
+bool nx_model_bind_mtp_only(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_fn lookup, void *user,
+                            const char *where, nx_err *err);
+
 /* Opens and binds a GGUF file.  On success *out is owned by the caller (nx_model_free). */
 bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err);
 void nx_model_free(nx_model *m);     /* frees a loaded model (and the struct itself) */
