@@ -902,6 +902,64 @@ static void test_fixture_llama_spm(void **state) {
     nx_gguf_close(g);
 }
 
+/* Written by llama.cpp's C gguf writer (its examples/gguf program, `llama-gguf FILE w`).  Values
+ * are the constants in that program's source; shapes, sizes and offsets are those llama.cpp's own
+ * reader printed for this file (`llama-gguf FILE r n`, docs/gguf.md). */
+static void test_fixture_llama_gguf_example(void **state) {
+    (void)state;
+    nx_gguf *g = NULL;
+    nx_err err = {{0}};
+    must(nx_gguf_open(&g, tu_src_path("tests/fixtures/gguf/llama-gguf-example.gguf"), &err), &err);
+    walk(g);
+    assert_int_equal(g->version, 3);
+    assert_int_equal(g->alignment, 32);
+    assert_int_equal(g->data_offset, 1216);
+    assert_int_equal(g->n_kv, 15);
+    const nx_gguf_kv *kv;
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.uint8"));  assert_int_equal(kv->type, NX_GGUF_UINT8);  assert_int_equal(kv->v.u64, 0x12);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.int8"));   assert_int_equal(kv->type, NX_GGUF_INT8);   assert_int_equal(kv->v.i64, -0x13);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.uint16")); assert_int_equal(kv->type, NX_GGUF_UINT16); assert_int_equal(kv->v.u64, 0x1234);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.int16"));  assert_int_equal(kv->type, NX_GGUF_INT16);  assert_int_equal(kv->v.i64, -0x1235);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.uint32")); assert_int_equal(kv->type, NX_GGUF_UINT32); assert_int_equal(kv->v.u64, 0x12345678);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.int32"));  assert_int_equal(kv->type, NX_GGUF_INT32);  assert_int_equal(kv->v.i64, -0x12345679);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.float32")); assert_true(kv->v.f64 == (double)0.123456789f);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.uint64")); assert_true(kv->v.u64 == 0x123456789abcdef0ull);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.int64"));  assert_true(kv->v.i64 == -0x123456789abcdef1ll);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.float64")); assert_true(kv->v.f64 == 0.1234567890123456789);
+    assert_non_null(kv = nx_gguf_find_kv(g, "some.parameter.bool"));   assert_int_equal(kv->type, NX_GGUF_BOOL); assert_true(kv->v.b);
+    nx_str s;
+    must(nx_gguf_get_str(g, "some.parameter.string", &s, &err), &err);
+    assert_true(nx_str_eq(s, "hello world"));
+    const nx_gguf_kv *a;
+    must(nx_gguf_get_arr(g, "some.parameter.arr.i16", NX_GGUF_INT16, &a, &err), &err);
+    assert_int_equal(a->arr_count, 4);
+    for (int i = 0; i < 4; i++) assert_int_equal(nx_gguf_arr_int(a, (uint64_t)i), i + 1);
+    must(nx_gguf_get_arr(g, "some.parameter.arr.f32", NX_GGUF_FLOAT32, &a, &err), &err);
+    assert_true(nx_gguf_arr_f64(a, 0) == (double)3.145f && nx_gguf_arr_f64(a, 2) == (double)1.414f);
+    must(nx_gguf_get_arr(g, "some.parameter.arr.str", NX_GGUF_STRING, &a, &err), &err);
+    assert_true(nx_str_eq(nx_gguf_arr_str(a, 0), "hello") && nx_str_eq(nx_gguf_arr_str(a, 1), "world") &&
+                nx_str_eq(nx_gguf_arr_str(a, 2), "!"));
+    static const uint64_t size[10] = {3024, 20, 6720, 24, 360, 48, 12, 200, 4, 1792};
+    static const uint64_t off[10] = {0, 3040, 3072, 9792, 9824, 10208, 10272, 10304, 10528, 10560};
+    static const uint64_t ne[10][4] = {{4, 7, 9, 3}, {5, 1, 1, 1}, {6, 4, 10, 7}, {3, 2, 1, 1}, {9, 10, 1, 1},
+                                       {1, 6, 2, 1}, {3, 1, 1, 1}, {1, 10, 1, 5}, {1, 1, 1, 1}, {2, 8, 7, 4}};
+    assert_int_equal(g->n_tensors, 10);
+    for (int i = 0; i < 10; i++) {
+        const nx_gguf_tensor *t = &g->tensors[i];
+        char name[16];
+        snprintf(name, sizeof name, "tensor_%d", i);
+        assert_true(nx_str_eq(t->name, name));
+        assert_int_equal(t->type, 0);
+        assert_int_equal(t->nbytes, size[i]);
+        assert_int_equal(t->offset, off[i]);
+        for (int d = 0; d < 4; d++) assert_int_equal(t->ne[d], ne[i][d]);
+        /* the program fills tensor i with the value 100 + i */
+        const float *f = t->data;
+        for (uint64_t j = 0; j < t->nbytes / 4; j++) assert_true(f[j] == 100.0f + (float)i);
+    }
+    nx_gguf_close(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_v3),
@@ -919,6 +977,7 @@ int main(void) {
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_fixture_llama_spm),
+        cmocka_unit_test(test_fixture_llama_gguf_example),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
