@@ -2,12 +2,15 @@
  *
  * Everything printed comes from the validated reader (src/gguf_read.c), so a malformed file
  * ends in one clear error line and exit status 1.  Long strings and arrays are abbreviated
- * (`[151936 strings: "!", "\"", ... ]`); --full prints arrays completely. */
+ * (`[151936 strings: "!", "\"", ... ]`); --full prints arrays completely; --json prints everything,
+ * arrays in full, as one JSON object (integers exact, strings made valid UTF-8). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "commands.h"
 #include "gguf.h"
@@ -121,19 +124,142 @@ static void human(char *buf, size_t cap, uint64_t bytes) {
     else snprintf(buf, cap, "%" PRIu64 " B", bytes);
 }
 
+/* ---- --json ------------------------------------------------------------------------------------ */
+
+/* Length of a valid UTF-8 sequence at p (at most n bytes), 0 if invalid (overlongs, surrogates
+ * and code points above U+10FFFF are invalid). */
+static size_t utf8_len(const unsigned char *p, uint64_t n) {
+    if (p[0] < 0x80) return 1;
+    size_t len = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? (p[0] <= 0xef ? 3 : 0) : p[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
+    if (len == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
+    return len;
+}
+
+/* JSON string of a file string: invalid UTF-8 and NUL bytes become U+FFFD (JSON via cJSON cannot
+ * carry NUL; GGUF strings are meant to be UTF-8). */
+static cJSON *json_str(nx_str s) {
+    text t = {0};
+    const unsigned char *p = (const unsigned char *)s.ptr;
+    for (uint64_t i = 0; i < s.len;) {
+        size_t n = p[i] ? utf8_len(p + i, s.len - i) : 0;
+        if (n) { text_add(&t, (const char *)p + i, n); i += n; }
+        else { text_add(&t, "\xef\xbf\xbd", 3); i++; }
+    }
+    cJSON *j = cJSON_CreateString(t.p ? t.p : "");
+    free(t.p);
+    return j;
+}
+
+static cJSON *json_u64(uint64_t v) { char b[24]; snprintf(b, sizeof b, "%" PRIu64, v); return cJSON_CreateRaw(b); }
+static cJSON *json_i64(int64_t v) { char b[24]; snprintf(b, sizeof b, "%" PRId64, v); return cJSON_CreateRaw(b); }
+
+static cJSON *json_value(const nx_gguf_kv *kv) {
+    switch (kv->type) {
+    case NX_GGUF_STRING: return json_str(kv->v.str);
+    case NX_GGUF_BOOL: return cJSON_CreateBool(kv->v.b);
+    case NX_GGUF_FLOAT32: case NX_GGUF_FLOAT64: return cJSON_CreateNumber(kv->v.f64); /* NaN/Inf print as null */
+    case NX_GGUF_UINT8: case NX_GGUF_UINT16: case NX_GGUF_UINT32: case NX_GGUF_UINT64: return json_u64(kv->v.u64);
+    case NX_GGUF_INT8: case NX_GGUF_INT16: case NX_GGUF_INT32: case NX_GGUF_INT64: return json_i64(kv->v.i64);
+    case NX_GGUF_ARRAY: break;
+    default: return cJSON_CreateNull();
+    }
+    if (kv->arr_type == NX_GGUF_ARRAY) return cJSON_CreateNull(); /* nested arrays: raw only */
+    cJSON *a = cJSON_CreateArray();
+    for (uint64_t i = 0; i < kv->arr_count; i++) {
+        cJSON *e;
+        switch (kv->arr_type) {
+        case NX_GGUF_STRING: e = json_str(nx_gguf_arr_str(kv, i)); break;
+        case NX_GGUF_BOOL: e = cJSON_CreateBool(nx_gguf_arr_int(kv, i) != 0); break;
+        case NX_GGUF_FLOAT32: case NX_GGUF_FLOAT64: e = cJSON_CreateNumber(nx_gguf_arr_f64(kv, i)); break;
+        case NX_GGUF_UINT64: e = json_u64((uint64_t)nx_gguf_arr_int(kv, i)); break;
+        default: e = json_i64(nx_gguf_arr_int(kv, i)); break;
+        }
+        cJSON_AddItemToArray(a, e);
+    }
+    return a;
+}
+
+static int print_json(const nx_gguf *g, const char *path, bool tensors) {
+    char tb[32];
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "file", cJSON_CreateString(path));
+    cJSON_AddItemToObject(root, "size", json_u64(g->size));
+    cJSON_AddItemToObject(root, "version", json_u64(g->version));
+    cJSON_AddItemToObject(root, "alignment", json_u64(g->alignment));
+    cJSON_AddItemToObject(root, "data_offset", json_u64(g->data_offset));
+    cJSON *meta = cJSON_AddArrayToObject(root, "metadata");
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const nx_gguf_kv *kv = &g->kv[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "key", json_str(kv->key));
+        cJSON_AddStringToObject(o, "type", nx_gguf_vtype_name(kv->type));
+        if (kv->type == NX_GGUF_ARRAY) {
+            cJSON_AddStringToObject(o, "elem_type", nx_gguf_vtype_name(kv->arr_type));
+            cJSON_AddItemToObject(o, "count", json_u64(kv->arr_count));
+            if (kv->arr_type == NX_GGUF_ARRAY) cJSON_AddItemToObject(o, "bytes", json_u64(kv->arr_bytes));
+        }
+        cJSON_AddItemToObject(o, "value", json_value(kv));
+        cJSON_AddItemToArray(meta, o);
+    }
+    uint64_t params = 0, bytes = 0;
+    cJSON *tens = tensors ? cJSON_AddArrayToObject(root, "tensors") : NULL;
+    cJSON *by_type = cJSON_CreateObject();
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const nx_gguf_tensor *ts = &g->tensors[i];
+        params += ts->ne[0] * ts->ne[1] * ts->ne[2] * ts->ne[3];
+        bytes += ts->nbytes;
+        const char *tn = type_name(ts->type, tb, sizeof tb);
+        cJSON *bt = cJSON_GetObjectItemCaseSensitive(by_type, tn);
+        if (!bt) {
+            bt = cJSON_AddObjectToObject(by_type, tn);
+            cJSON_AddNumberToObject(bt, "tensors", 0);
+            cJSON_AddNumberToObject(bt, "bytes", 0);
+        }
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(bt, "tensors"), *b = cJSON_GetObjectItemCaseSensitive(bt, "bytes");
+        cJSON_SetNumberValue(c, c->valuedouble + 1);
+        cJSON_SetNumberValue(b, b->valuedouble + (double)ts->nbytes);
+        if (!tens) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "name", json_str(ts->name));
+        cJSON_AddStringToObject(o, "type", tn);
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (uint32_t d = 0; d < ts->n_dims; d++) cJSON_AddItemToArray(shape, json_u64(ts->ne[d]));
+        cJSON_AddItemToObject(o, "bytes", json_u64(ts->nbytes));
+        cJSON_AddItemToObject(o, "offset", json_u64(g->data_offset + ts->offset));
+        cJSON_AddItemToArray(tens, o);
+    }
+    cJSON *tot = cJSON_AddObjectToObject(root, "totals");
+    cJSON_AddItemToObject(tot, "tensors", json_u64(g->n_tensors));
+    cJSON_AddItemToObject(tot, "parameters", json_u64(params));
+    cJSON_AddItemToObject(tot, "bytes", json_u64(bytes));
+    cJSON_AddItemToObject(tot, "by_type", by_type);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!out) { fprintf(stderr, "nextn info: out of memory printing JSON\n"); return 1; }
+    puts(out);
+    free(out);
+    return 0;
+}
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: nextn info [--no-tensors] [--full] FILE.gguf\n"
+    fprintf(f, "usage: nextn info [--no-tensors] [--full] [--json] FILE.gguf\n"
                "  prints the metadata, the tensor table and totals of a GGUF file\n"
                "  --no-tensors  skip the per-tensor table (totals are still printed)\n"
-               "  --full        print strings and arrays completely instead of abbreviated\n");
+               "  --full        print strings and arrays completely instead of abbreviated\n"
+               "  --json        print one JSON object (all values in full; integers exact)\n");
 }
 
 int cmd_info(int argc, char **argv) {
-    bool tensors = true, full = false;
+    bool tensors = true, full = false, json = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-tensors")) tensors = false;
         else if (!strcmp(argv[i], "--full")) full = true;
+        else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "nextn info: unknown option '%s'\n", argv[i]);
@@ -151,6 +277,11 @@ int cmd_info(int argc, char **argv) {
     if (!nx_gguf_open(&g, path, &err)) {
         fprintf(stderr, "nextn info: %s\n", err.msg);
         return 1;
+    }
+    if (json) {
+        int rc = print_json(g, path, tensors);
+        nx_gguf_close(g);
+        return rc;
     }
     text t = {0};
     char hb[32], tb[32];

@@ -23,6 +23,18 @@ check "bytes per type" 'grep -E "^  q8_0 +1 tensor +4352 bytes" "$tmp/out" >/dev
 check "--no-tensors keeps totals, drops table" '"$NEXTN" info --no-tensors "$tmp/s.gguf" >"$tmp/out" && ! grep -q "token_embd.weight" "$tmp/out" && has "totals: 5 tensors"'
 check "--full prints every element" '"$NEXTN" info --full "$tmp/s.gguf" >"$tmp/out" && has "\"tok999\"]"'
 check "v2 and custom alignment" '"$NEXTN" gguf-sample --version 2 --alignment 64 "$tmp/v2.gguf" && "$NEXTN" info "$tmp/v2.gguf" >"$tmp/out" && has "GGUF v2, alignment 64" && has "general.alignment          uint32    64"'
+check "--json integers are exact" '"$NEXTN" info --json "$tmp/s.gguf" >"$tmp/out" && has "\"key\":\"sample.u64\",\"type\":\"uint64\",\"value\":18446744073709551615}" && has "\"value\":-9000000000}"'
+# the JSON must parse (node is a build dependency, scripts/deps.sh) and carry the same facts
+check "--json parses and matches" 'node -e "
+  const j = JSON.parse(require(\"fs\").readFileSync(process.argv[1], \"utf8\"));
+  const kv = Object.fromEntries(j.metadata.map(m => [m.key, m]));
+  const ok = j.version === 3 && j.alignment === 32 && j.metadata.length === 18 &&
+    kv[\"general.name\"].value === \"nextn sample file \\\"tiny\\\"\" &&
+    kv[\"tokenizer.ggml.tokens\"].count === 1000 && kv[\"tokenizer.ggml.tokens\"].value[999] === \"tok999\" &&
+    kv[\"sample.scores\"].value[3] === -1e9 && kv[\"sample.flags\"].value[1] === false &&
+    j.tensors.length === 5 && j.tensors[3].type === \"q4_K\" && j.tensors[3].shape.join() === \"256,8\" &&
+    j.totals.parameters === 70272 && j.totals.bytes === 261888 && j.totals.by_type.q8_0.bytes === 4352;
+  process.exit(ok ? 0 : 1);" "$tmp/out"'
 
 # a file written by llama.cpp's Python writer (tests/fixtures/README.md)
 fx="${NEXTN_SRC:-.}/tests/fixtures/gguf/ggml-vocab-llama-spm.gguf"
