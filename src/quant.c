@@ -24,6 +24,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_f32_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_f32_avx2,
             [NX_ISA_AVX512] = nx_dot_f32_avx512,
 #endif
         },
@@ -35,6 +36,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_f16_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_f16_avx2,
             [NX_ISA_AVX512] = nx_dot_f16_avx512,
 #endif
         },
@@ -46,6 +48,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_bf16_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_bf16_avx2,
             [NX_ISA_AVX512] = nx_dot_bf16_avx512,
 #endif
         },
@@ -57,6 +60,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q4_0_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q4_0_avx2,
             [NX_ISA_AVX512] = nx_dot_q4_0_avx512,
 #endif
         },
@@ -68,6 +72,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q4_1_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q4_1_avx2,
             [NX_ISA_AVX512] = nx_dot_q4_1_avx512,
 #endif
         },
@@ -79,6 +84,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q5_0_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q5_0_avx2,
             [NX_ISA_AVX512] = nx_dot_q5_0_avx512,
 #endif
         },
@@ -90,6 +96,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q5_1_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q5_1_avx2,
             [NX_ISA_AVX512] = nx_dot_q5_1_avx512,
 #endif
         },
@@ -101,6 +108,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q8_0_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q8_0_avx2,
             [NX_ISA_AVX512] = nx_dot_q8_0_avx512,
 #endif
         },
@@ -112,6 +120,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q4_K_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q4_K_avx2,
             [NX_ISA_AVX512] = nx_dot_q4_K_avx512,
 #endif
         },
@@ -123,6 +132,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q5_K_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q5_K_avx2,
             [NX_ISA_AVX512] = nx_dot_q5_K_avx512,
 #endif
         },
@@ -134,6 +144,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q6_K_scalar,
 #ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q6_K_avx2,
             [NX_ISA_AVX512] = nx_dot_q6_K_avx512,
 #endif
         },
