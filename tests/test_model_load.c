@@ -200,6 +200,7 @@ typedef struct edit {
     const char *str_key, *str_val;
     const char *u32_key;
     uint32_t u32_val;
+    const char *retype_tensor;   /* F32 tensor relabelled as I32 (same bytes) */
 } edit;
 
 static const char *rewrite(const edit *e) {
@@ -230,7 +231,9 @@ static const char *rewrite(const edit *e) {
         }
         char name[128];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        if (!nx_gguf_add_tensor(w, name, t->type, t->n_dims, ne, t->data, &err)) fail_msg("%s", err.msg);
+        uint32_t type = t->type;
+        if (e->retype_tensor && nx_str_eq(t->name, e->retype_tensor)) type = NX_TYPE_I32;
+        if (!nx_gguf_add_tensor(w, name, type, t->n_dims, ne, t->data, &err)) fail_msg("%s", err.msg);
     }
     if (!nx_gguf_writer_write(w, out, &err)) fail_msg("%s", err.msg);
     nx_gguf_writer_free(w);
@@ -274,6 +277,14 @@ static void test_wrong_shape(void **state) {
     expect_load_error(&e2, true, "tensor 'blk.0.ssm_conv1d.weight' has shape {512, 4}, expected {4, 512}");
 }
 
+static void test_wrong_type(void **state) {
+    (void)state;
+    edit e = {.retype_tensor = "blk.3.ffn_up.weight"};
+    expect_load_error(&e, true, "tensor 'blk.3.ffn_up.weight' has unsupported type i32");
+    edit e2 = {.retype_tensor = "blk.0.ssm_conv1d.weight"};
+    expect_load_error(&e2, true, "tensor 'blk.0.ssm_conv1d.weight' has unsupported type i32");
+}
+
 static void test_missing_key_and_bad_hparams(void **state) {
     (void)state;
     edit e = {.drop_key = "qwen35.ssm.state_size"};
@@ -307,6 +318,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_architecture),
         cmocka_unit_test(test_missing_tensor),
         cmocka_unit_test(test_wrong_shape),
+        cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_missing_key_and_bad_hparams),
         cmocka_unit_test(test_mtp_block_is_optional_unless_wanted),
     };
