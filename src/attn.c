@@ -117,7 +117,9 @@ bool nx_attn_layer(nx_ctx *c, const nx_layer *l, nx_err *err) {
         !nx_matmul(c->pool, &c->mm, &l->attn.v, c->a, c->T, c->mid2, err))
         return false;
     prep_task pt = {c, l};
-    nx_pool_run(c->pool, prep_fn, &pt);
-    nx_pool_run(c->pool, attend_fn, &pt);
+    const nx_hparams *hp = &c->model->hp;
+    const int64_t D = hp->head_dim, H = hp->n_head, kv = (int64_t)c->T * (c->pos[c->T - 1] + 1);
+    nx_ctx_run(c, prep_fn, &pt, (int64_t)c->T * (H + hp->n_head_kv) * D * 8);
+    nx_ctx_run(c, attend_fn, &pt, kv * H * D * 4);
     return nx_matmul(c->pool, &c->mm, &l->attn.o, c->big1, c->T, c->m, err);
 }

@@ -45,6 +45,10 @@ struct nx_ctx {
     size_t scratch_bytes;
 };
 
+/* Runs fn on the pool, or inline on the calling thread when `work` (a rough count of
+ * floating-point operations) is too small to pay for waking the workers. */
+void nx_ctx_run(nx_ctx *ctx, nx_task_fn fn, void *arg, int64_t work);
+
 bool nx_attn_layer(nx_ctx *ctx, const nx_layer *l, nx_err *err);
 bool nx_gdn_layer(nx_ctx *ctx, const nx_layer *l, nx_err *err);
 

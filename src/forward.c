@@ -151,6 +151,15 @@ static void split(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
     *e = NX_MIN(n, *b + per);
 }
 
+/* Below this many operations a task runs inline: a pool wake-up costs a few microseconds
+ * (much more when the cores are shared), about what 30k multiply-adds take. */
+#define NX_INLINE_WORK 30000
+
+void nx_ctx_run(nx_ctx *c, nx_task_fn fn, void *arg, int64_t work) {
+    if (work < NX_INLINE_WORK || c->n_threads == 1) fn(arg, 0, 1);
+    else nx_pool_run(c->pool, fn, arg);
+}
+
 typedef struct norm_task {
     const float *x;
     const float *w;
@@ -168,8 +177,7 @@ static void norm_rows_fn(void *p, int ith, int nth) {
 
 static void norm_rows(nx_ctx *c, const float *x, const float *w, float *out, int64_t n) {
     norm_task nt = {x, w, out, c->T, n, c->model->hp.eps};
-    if (c->T == 1) norm_rows_fn(&nt, 0, 1);
-    else nx_pool_run(c->pool, norm_rows_fn, &nt);
+    nx_ctx_run(c, norm_rows_fn, &nt, 4 * (int64_t)c->T * n);
 }
 
 static void add_rows(nx_ctx *c, float *x, const float *m) {
@@ -196,7 +204,7 @@ static bool ffn(nx_ctx *c, const nx_layer *l, nx_err *err) {
         !nx_matmul(c->pool, &c->mm, &l->ffn_up, c->a, c->T, c->big1, err))
         return false;
     swiglu_task st = {c->big0, c->big1, (int64_t)c->T * F};
-    nx_pool_run(c->pool, swiglu_fn, &st);
+    nx_ctx_run(c, swiglu_fn, &st, 8 * st.n);
     return nx_matmul(c->pool, &c->mm, &l->ffn_down, c->big0, c->T, c->m, err);
 }
 

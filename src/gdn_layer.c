@@ -75,8 +75,10 @@ bool nx_gdn_layer(nx_ctx *c, const nx_layer *l, nx_err *err) {
         !nx_matmul(c->pool, &c->mm, &w->alpha, c->a, c->T, c->small1, err))
         return false;
     gdn_task gt = {c, l, {c->T, c->seq, c->row_j, c->seq_T}};
-    nx_pool_run(c->pool, conv_fn, &gt);
-    nx_pool_run(c->pool, gates_fn, &gt);
-    nx_pool_run(c->pool, recur_fn, &gt);
+    const nx_hparams *hp = &c->model->hp;
+    const int64_t T = c->T, C = nx_hp_conv_dim(hp), d = hp->ssm_d_state;
+    nx_ctx_run(c, conv_fn, &gt, T * C * (2 * (int64_t)hp->ssm_conv_kernel + 8));
+    nx_ctx_run(c, gates_fn, &gt, T * (4 * (int64_t)nx_hp_key_dim(hp) + 40 * (int64_t)hp->ssm_dt_rank));
+    nx_ctx_run(c, recur_fn, &gt, T * 4 * d * d * (int64_t)hp->ssm_dt_rank);
     return nx_matmul(c->pool, &c->mm, &w->out, c->mid1, c->T, c->m, err);
 }
