@@ -20,8 +20,9 @@ bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, size_t ssm_n, int
     if (!nx_mul_ok(planes, conv_n * sizeof(float), &nc) || !nx_mul_ok(planes, ssm_n * sizeof(float), &ns) ||
         nc > SIZE_MAX / 4 || ns > SIZE_MAX / 4)
         return nx_fail(err, "recurrent state: size overflow (%d sequences, %d slots)", n_seq, rs->n_slot);
-    rs->conv = nx_alloc_aligned(nc ? nc : 64, "recurrent conv state", err);
-    rs->ssm = rs->conv ? nx_alloc_aligned(ns ? ns : 64, "recurrent delta state", err) : NULL;
+    /* calloc: zero state; snapshot slots never used stay untouched zero pages */
+    rs->conv = nx_calloc(1, nc ? nc : 64, "recurrent conv state", err);
+    rs->ssm = rs->conv ? nx_calloc(1, ns ? ns : 64, "recurrent delta state", err) : NULL;
     rs->cur = rs->ssm ? nx_calloc((size_t)n_seq, sizeof *rs->cur, "recurrent slots", err) : NULL;
     rs->last_T = rs->cur ? nx_calloc((size_t)n_seq, sizeof *rs->last_T, "recurrent slots", err) : NULL;
     if (!rs->last_T) {
@@ -32,8 +33,8 @@ bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, size_t ssm_n, int
 }
 
 void nx_rstate_free(nx_rstate *rs) {
-    nx_free_aligned(rs->conv);
-    nx_free_aligned(rs->ssm);
+    free(rs->conv);
+    free(rs->ssm);
     free(rs->cur);
     free(rs->last_T);
     memset(rs, 0, sizeof *rs);

@@ -20,8 +20,10 @@ bool nx_kv_init(nx_kv_cache *c, int n_layer, int kv_dim, int n_ctx, int n_seq, n
     if (!nx_mul_ok((uint64_t)n_layer * (uint64_t)n_seq, (uint64_t)n_ctx * (uint64_t)kv_dim, &n) ||
         !nx_mul_ok(n, c->elt, &n) || n > SIZE_MAX / 2)
         return nx_fail(err, "kv cache: size overflow (n_ctx %d x n_seq %d)", n_ctx, n_seq);
-    c->k = nx_alloc_aligned(n ? n : 64, "kv cache keys", err);
-    c->v = c->k ? nx_alloc_aligned(n ? n : 64, "kv cache values", err) : NULL;
+    /* calloc: large blocks come from mmap as untouched zero pages, so cells never used cost no
+     * resident memory (aligned_alloc + memset would touch all of them) */
+    c->k = nx_calloc(1, n ? n : 64, "kv cache keys", err);
+    c->v = c->k ? nx_calloc(1, n ? n : 64, "kv cache values", err) : NULL;
     c->len = c->v ? nx_calloc((size_t)n_seq, sizeof *c->len, "kv cache lengths", err) : NULL;
     if (!c->len) {
         nx_kv_free(c);
@@ -31,8 +33,8 @@ bool nx_kv_init(nx_kv_cache *c, int n_layer, int kv_dim, int n_ctx, int n_seq, n
 }
 
 void nx_kv_free(nx_kv_cache *c) {
-    nx_free_aligned(c->k);
-    nx_free_aligned(c->v);
+    free(c->k);
+    free(c->v);
     free(c->len);
     c->k = c->v = NULL;
     c->len = NULL;
