@@ -16,5 +16,7 @@ int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_gguf_sample(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_vocab_from_hf(int argc, char **argv);
 
 #endif

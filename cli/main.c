@@ -17,6 +17,8 @@ static const nx_command commands[] = {
     {"info", cmd_info, "show a GGUF file's metadata, tensors and totals"},
     {"gguf-sample", cmd_gguf_sample, "write a small synthetic GGUF (tests, demo)"},
     {"mkmodel", cmd_mkmodel, "write a synthetic qwen35 GGUF (seeded random weights, real shapes)"},
+    {"tokenize", cmd_tokenize, "text -> token ids (or ids -> text) with a model's vocabulary"},
+    {"vocab-from-hf", cmd_vocab_from_hf, "write a tokenizer-only GGUF from a Hugging Face tokenizer.json"},
 };
 
 static void usage(FILE *f) {

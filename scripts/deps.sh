@@ -5,8 +5,9 @@
 #   scripts/deps.sh --python   also the offline-tool packages (torch, numpy, OpenBLAS)
 set -euo pipefail
 
+# python3-minimal: its stdlib modules are part of the tokenizer peer-test corpus (tests/peer/)
 pkgs=(cmake ninja-build pkg-config gcc make libpcre2-dev libcjson-dev libmicrohttpd-dev
-      libcmocka-dev clang libclang-rt-14-dev nodejs npm curl)
+      libcmocka-dev clang libclang-rt-14-dev nodejs npm curl python3-minimal)
 if [ "${1:-}" = "--python" ]; then
   pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread)
 fi

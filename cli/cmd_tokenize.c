@@ -1,0 +1,201 @@
+/* cmd_tokenize.c - `nextn tokenize`: text -> tokens (or ids -> text) with a model's vocabulary.
+ *
+ *   nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]
+ *   nextn tokenize -m FILE --decode [--special] ID...
+ *
+ * FILE is a GGUF (tokenizer.ggml.* keys) or a Hugging Face tokenizer.json.  Without --ids each
+ * token is printed on its own line as `ID<TAB>'PIECE'` (piece bytes escaped); with --ids the ids
+ * are printed space-separated on one line.  --special parses control tokens written in the text
+ * (<|im_start|> ...) and shows them when decoding.  --roundtrip checks decode(encode(x)) == x
+ * and exits 1 if not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "gguf.h"
+#include "hf_tokenizer.h"
+#include "tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]\n"
+               "       nextn tokenize -m FILE --decode [--special] ID...\n"
+               "  -m FILE       vocabulary: a model GGUF or a Hugging Face tokenizer.json\n"
+               "  -f PATH       read the text from PATH ('-' = stdin) instead of the arguments\n"
+               "  --ids         print only the ids, space-separated\n"
+               "  --special     match control tokens such as <|im_start|> in the text; print them when decoding\n"
+               "  --no-bos      never add BOS (by default it is added only if the vocabulary asks for it)\n"
+               "  --roundtrip   check that decoding the tokens gives the text back (exit 1 if not)\n"
+               "  --decode      the arguments are token ids; print the text\n");
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static bool load_tokenizer(const char *path, nx_tokenizer **tok, nx_err *err) {
+    if (ends_with(path, ".json")) {
+        nx_hf_vocab v;
+        if (!nx_hf_vocab_load(&v, path, NULL, NULL, err)) return false;
+        nx_vocab_desc d;
+        nx_hf_vocab_desc(&v, &d);
+        d.name = path;
+        bool ok = nx_tokenizer_create(tok, &d, err);
+        nx_hf_vocab_free(&v);
+        return ok;
+    }
+    nx_gguf *g;
+    if (!nx_gguf_open(&g, path, err)) return false;
+    bool ok = nx_tokenizer_from_gguf(tok, g, err);
+    nx_gguf_close(g);
+    return ok;
+}
+
+static bool read_all(FILE *f, nx_buf *out, nx_err *err) {
+    char chunk[65536];
+    size_t n;
+    if (!nx_buf_append(out, "", 0, err)) return false;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (!nx_buf_append(out, chunk, n, err)) return false;
+    return !ferror(f) || nx_fail(err, "read error");
+}
+
+static void print_piece(const char *p, size_t n) {
+    putchar('\'');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '\\' || c == '\'') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('\'');
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *file = NULL;
+    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false;
+    int first_arg = argc;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "-f")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "nextn tokenize: %s needs a value\n", argv[i]);
+                return 2;
+            }
+            if (argv[i][1] == 'm') model = argv[++i];
+            else file = argv[++i];
+        } else if (!strcmp(argv[i], "--ids")) ids_only = true;
+        else if (!strcmp(argv[i], "--special")) special = true;
+        else if (!strcmp(argv[i], "--no-bos")) no_bos = true;
+        else if (!strcmp(argv[i], "--roundtrip")) roundtrip = true;
+        else if (!strcmp(argv[i], "--decode")) decode = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--")) {
+            first_arg = i + 1;
+            break;
+        } else if (argv[i][0] == '-' && argv[i][1] && !decode) {
+            fprintf(stderr, "nextn tokenize: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            first_arg = i;
+            break;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "nextn tokenize: -m FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (file && first_arg < argc) {
+        fprintf(stderr, "nextn tokenize: give the text either with -f or as arguments, not both\n");
+        return 2;
+    }
+    if (!file && first_arg >= argc) {
+        fprintf(stderr, "nextn tokenize: no text given\n");
+        usage(stderr);
+        return 2;
+    }
+    nx_err err;
+    nx_tokenizer *tok = NULL;
+    nx_buf text = {0}, dec = {0};
+    nx_tokens toks = {0};
+    int rc = 1;
+    if (!load_tokenizer(model, &tok, &err)) goto fail;
+
+    if (decode) {
+        for (int i = first_arg; i < argc; i++) {
+            char *end;
+            long v = strtol(argv[i], &end, 10);
+            if (*end || end == argv[i] || v < INT32_MIN || v > INT32_MAX) {
+                fprintf(stderr, "nextn tokenize: '%s' is not a token id\n", argv[i]);
+                rc = 2;
+                goto out;
+            }
+            if (!nx_token_to_piece(tok, (int32_t)v, special, &dec, &err)) goto fail;
+        }
+        fwrite(dec.data, 1, dec.len, stdout);
+        putchar('\n');
+        rc = 0;
+        goto out;
+    }
+
+    if (file) {
+        FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
+        if (!f) {
+            nx_fail(&err, "%s: cannot open", file);
+            goto fail;
+        }
+        bool ok = read_all(f, &text, &err);
+        if (f != stdin) fclose(f);
+        if (!ok) {
+            nx_fail_prefix(&err, "%s", file);
+            goto fail;
+        }
+    } else {
+        for (int i = first_arg; i < argc; i++)
+            if ((i > first_arg && !nx_buf_append(&text, " ", 1, &err)) || !nx_buf_append(&text, argv[i], strlen(argv[i]), &err))
+                goto fail;
+    }
+    if (!nx_tokenize(tok, text.data, text.len, !no_bos, special, &toks, &err)) goto fail;
+    if (ids_only) {
+        for (size_t i = 0; i < toks.n; i++) printf(i ? " %d" : "%d", toks.ids[i]);
+        putchar('\n');
+    } else {
+        for (size_t i = 0; i < toks.n; i++) {
+            nx_buf piece = {0};
+            if (!nx_token_to_piece(tok, toks.ids[i], true, &piece, &err)) goto fail;
+            printf("%d\t", toks.ids[i]);
+            print_piece(piece.data, piece.len);
+            putchar('\n');
+            nx_buf_free(&piece);
+        }
+    }
+    rc = 0;
+    if (roundtrip) {
+        /* specials were matched only with --special; render them back exactly then */
+        size_t skip = toks.n && !no_bos && nx_tokenizer_add_bos(tok) && toks.ids[0] == nx_tokenizer_bos(tok);
+        if (!nx_detokenize(tok, toks.ids + skip, toks.n - skip, true, &dec, &err)) goto fail;
+        if (dec.len != text.len || memcmp(dec.data, text.data, text.len)) {
+            size_t k = 0;
+            while (k < dec.len && k < text.len && dec.data[k] == text.data[k]) k++;
+            fprintf(stderr, "nextn tokenize: round trip differs at byte %zu (text %zu bytes, decoded %zu bytes)\n", k, text.len, dec.len);
+            rc = 1;
+        }
+    }
+    goto out;
+fail:
+    fprintf(stderr, "nextn tokenize: %s\n", err.msg);
+    rc = 1;
+out:
+    nx_tokens_free(&toks);
+    nx_buf_free(&text);
+    nx_buf_free(&dec);
+    nx_tokenizer_free(tok);
+    return rc;
+}
