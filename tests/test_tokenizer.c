@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "tokenizer.h"
 #include "tokenizer_regex.h"
 #include "utf8.h"
@@ -368,6 +369,65 @@ static void test_bad_vocab(void **state) {
     assert_null(tok);
 }
 
+/* ---- GGUF path ---------------------------------------------------------------------------- */
+
+/* Writes the tiny vocabulary as tokenizer.ggml.* keys; `what` drops or breaks one key. */
+static const char *write_tiny_gguf(const char *what, const char *model) {
+    tiny t;
+    tiny_init(&t, "qwen2");
+    const char *strs[N_TINY];
+    for (int i = 0; i < N_TINY; i++) strs[i] = t.text[i];
+    nx_err err;
+    nx_gguf_writer *w = nx_gguf_writer_new(&err);
+    assert_non_null(w);
+    assert_true(nx_gguf_add_str(w, "tokenizer.ggml.model", model, &err));
+    if (strcmp(what, "no-pre")) assert_true(nx_gguf_add_str(w, "tokenizer.ggml.pre", "qwen2", &err));
+    assert_true(nx_gguf_add_arr_str(w, "tokenizer.ggml.tokens", strs, N_TINY, &err));
+    assert_true(nx_gguf_add_arr(w, "tokenizer.ggml.token_type", NX_GGUF_INT32, t.types,
+                                strcmp(what, "short-types") ? N_TINY : N_TINY - 1, &err));
+    if (strcmp(what, "no-merges")) assert_true(nx_gguf_add_arr_str(w, "tokenizer.ggml.merges", MERGES, NX_ARRAY_LEN(MERGES), &err));
+    assert_true(nx_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", strcmp(what, "bad-eos") ? T_IM_END : 100000, &err));
+    const char *path = tu_tmp_path(what);
+    assert_true(nx_gguf_writer_write(w, path, &err));
+    nx_gguf_writer_free(w);
+    return path;
+}
+
+static bool open_tiny(const char *path, nx_tokenizer **tok, nx_err *err) {
+    nx_gguf *g;
+    if (!nx_gguf_open(&g, path, err)) return false;
+    bool ok = nx_tokenizer_from_gguf(tok, g, err);
+    nx_gguf_close(g);
+    return ok;
+}
+
+static void test_from_gguf(void **state) {
+    (void)state;
+    nx_tokenizer *tok = NULL;
+    nx_err err;
+    const char *path = write_tiny_gguf("ok", "gpt2");
+    if (!open_tiny(path, &tok, &err)) fail_msg("%s", err.msg);
+    EXPECT(tok, "hello world<|im_end|>", true, T_HELLO, T_GWORLD, T_IM_END);
+    assert_true(nx_tokenizer_is_eog(tok, T_IM_END));
+    nx_tokenizer_free(tok);
+    remove(path);
+    struct { const char *what, *model, *msg; } bad[] = {
+        {"no-merges", "gpt2", "tokenizer.ggml.merges is missing"},
+        {"no-pre", "gpt2", "tokenizer.ggml.pre"},
+        {"short-types", "gpt2", "token_type has 272 entries but tokenizer.ggml.tokens has 273"},
+        {"bad-eos", "gpt2", "eos_token_id 100000 is out of range"},
+        {"llama", "llama", "only 'gpt2'"},
+    };
+    for (size_t i = 0; i < NX_ARRAY_LEN(bad); i++) {
+        path = write_tiny_gguf(bad[i].what, bad[i].model);
+        tok = NULL;
+        assert_false(open_tiny(path, &tok, &err));
+        assert_null(tok);
+        if (!strstr(err.msg, bad[i].msg)) fail_msg("%s: '%s' lacks '%s'", bad[i].what, err.msg, bad[i].msg);
+        remove(path);
+    }
+}
+
 /* ---- pre-tokenizer ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -450,6 +510,7 @@ int main(void) {
         cmocka_unit_test(test_stream),        cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_bad_vocab),     cmocka_unit_test(test_pretok_common),
         cmocka_unit_test(test_pretok_combining_marks), cmocka_unit_test(test_pretok_names),
+        cmocka_unit_test(test_from_gguf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
