@@ -44,8 +44,10 @@ void *tu_read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
+    if (n < 0) { fclose(f); return NULL; }
+    char *p = malloc((size_t)n + 1);
     if (p && n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
+    if (p) p[n] = 0; /* a NUL after the data, so text files can be used as C strings */
     fclose(f);
     if (p && len) *len = (size_t)n;
     return p;

@@ -17,7 +17,8 @@ float    tu_rng_normal(tu_rng *r);             /* N(0, 1) */
 
 /* A fresh path under $TMPDIR (or /tmp) unique to this process: "<dir>/nextn-test-<pid>-<n>-<tag>". */
 const char *tu_tmp_path(const char *tag);
-/* Reads a whole file; returns NULL on failure.  *len receives the size.  free() the result. */
+/* Reads a whole file; returns NULL on failure.  *len receives the size; a NUL byte follows the
+ * data (not counted).  free() the result. */
 void *tu_read_file(const char *path, size_t *len);
 /* Path of a file under the source tree ($NEXTN_SRC or ".").  Static buffer. */
 const char *tu_src_path(const char *rel);
