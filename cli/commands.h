@@ -18,5 +18,9 @@ int cmd_gguf_sample(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_vocab_from_hf(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 #endif

@@ -19,6 +19,10 @@ static const nx_command commands[] = {
     {"mkmodel", cmd_mkmodel, "write a synthetic qwen35 GGUF (seeded random weights, real shapes)"},
     {"tokenize", cmd_tokenize, "text -> token ids (or ids -> text) with a model's vocabulary"},
     {"vocab-from-hf", cmd_vocab_from_hf, "write a tokenizer-only GGUF from a Hugging Face tokenizer.json"},
+    {"run", cmd_run, "generate text from a prompt (streams, prints speed and memory)"},
+    {"bench", cmd_bench, "prefill and decode speed (pp / tg, like llama-bench)"},
+    {"eval", cmd_eval, "dump the logits of a token list (float32 [n_tokens][n_vocab])"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file (llama-perplexity's method)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,48 @@
+/* cli_util.h - pieces the model-running commands share: loading with a report, memory and
+ * timing figures, reading files, token-list input.  Everything here prints (it is CLI code). */
+#ifndef NX_CLI_UTIL_H
+#define NX_CLI_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nextn.h"
+
+#define NX_MIB (1024.0 * 1024.0)
+
+/* Loads a model, printing "nextn CMD: <error>" on failure.  Checks the file exists first so
+ * the message for a typo is plain ("cannot open 'x.gguf': No such file or directory"). */
+bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_model **out);
+
+/* Creates a context; prints the error on failure. */
+bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_context_params *p,
+                           nextn_context **out);
+
+/* "memory: weights 12.3 MiB (mmapped), KV cache 4.0 MiB (f16, n_ctx 4096 x 1 seq), recurrent
+ * state 0.6 MiB" on stderr. */
+void nx_cli_print_memory(const char *cmd, const nextn_context *ctx, nextn_kv_type kv_type);
+
+/* Decodes n tokens of sequence `seq` starting at position pos0 in batches of at most n_batch,
+ * logits only for the last token; *last_row receives that token's row in the last batch
+ * (for nextn_get_logits). */
+bool nx_cli_prefill(const char *cmd, nextn_context *ctx, const int32_t *ids, int32_t n, int32_t seq,
+                    int32_t pos0, int32_t n_batch, int32_t *last_row);
+
+/* Peak resident set size of this process in bytes (getrusage). */
+uint64_t nx_cli_peak_rss_bytes(void);
+
+/* Monotonic clock in seconds. */
+double nx_cli_time_s(void);
+
+/* Reads a whole file (NUL-terminated); prints the error and returns NULL on failure. */
+char *nx_cli_read_file(const char *cmd, const char *path, size_t *len);
+
+/* Checks every id is in [0, n_vocab); prints "--tokens: item 3 (id 999) is outside the
+ * vocabulary [0, 256)" on failure. */
+bool nx_cli_check_ids(const char *cmd, const char *what, const int32_t *ids, int32_t n, int32_t n_vocab);
+
+/* Median / min / max of n values (sorts a copy). */
+void nx_cli_stats(const double *v, int n, double *median, double *min, double *max);
+
+#endif

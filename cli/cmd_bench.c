@@ -1,0 +1,146 @@
+/* cmd_bench.c - `nextn bench`: prefill (pp) and decode (tg) speed like llama-bench.
+ *
+ * pp N: one batch of N random tokens on an empty sequence; tg N: N single-token decodes on an
+ * empty sequence (no sampling, random tokens), as llama-bench measures them.  One warm-up
+ * (pp once, one tg token) precedes the timed repetitions; the sequence is cleared before each. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "args.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "nextn.h"
+
+#define CMD "bench"
+
+/* Random token ids in [0, n_vocab) from a fixed splitmix sequence (the values do not matter
+ * for speed, only that they are not all the same row). */
+static void random_tokens(int32_t *ids, int32_t n, int32_t n_vocab, uint64_t seed) {
+    uint64_t x = seed;
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        ids[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)n_vocab);
+    }
+}
+
+static bool clear(nextn_context *ctx) {
+    nextn_error err;
+    if (!nextn_seq_clear(ctx, 0, &err)) {
+        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        return false;
+    }
+    return true;
+}
+
+/* Seconds for one prefill of n tokens. */
+static bool run_pp(nextn_context *ctx, const int32_t *ids, int32_t n, double *secs) {
+    if (!clear(ctx)) return false;
+    int32_t row;
+    double t0 = nx_cli_time_s();
+    if (!nx_cli_prefill(CMD, ctx, ids, n, 0, 0, n, &row)) return false;
+    *secs = nx_cli_time_s() - t0;
+    return true;
+}
+
+/* Seconds for n single-token decodes. */
+static bool run_tg(nextn_context *ctx, const int32_t *ids, int32_t n, double *secs) {
+    if (!clear(ctx)) return false;
+    double t0 = nx_cli_time_s();
+    for (int32_t i = 0; i < n; i++) {
+        nextn_batch b = {.n_tokens = 1, .token = ids + i, .pos = &i, .seq_id = NULL, .logits = NULL};
+        nextn_error err;
+        if (!nextn_decode(ctx, &b, &err)) {
+            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            return false;
+        }
+    }
+    *secs = nx_cli_time_s() - t0;
+    return true;
+}
+
+static void print_row(const char *name, int32_t n, const double *secs, int reps) {
+    double *tps = malloc((size_t)reps * sizeof *tps);
+    if (!tps) return;
+    for (int r = 0; r < reps; r++) tps[r] = secs[r] > 0 ? n / secs[r] : 0.0;
+    double med, lo, hi;
+    nx_cli_stats(tps, reps, &med, &lo, &hi);
+    char test[32];
+    snprintf(test, sizeof test, "%s%d", name, n);
+    printf("%-8s %8d %5d %12.2f %12.2f %12.2f\n", test, n, reps, med, lo, hi);
+    free(tps);
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL;
+    int32_t n_prompt = 512, n_gen = 128, reps = 5, n_threads = 0;
+    int kv_choice = 0;
+    static const char *const kv_types[] = {"f16", "f32", NULL};
+    nx_arg args[] = {
+        {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
+        {"--n-prompt", "-p", NX_ARG_INT, &n_prompt, "N", "prefill test: tokens in one batch, 0 skips (default 512)", 0, 1 << 20, NULL, false},
+        {"--n-gen", "-n", NX_ARG_INT, &n_gen, "N", "decode test: single-token steps, 0 skips (default 128)", 0, 1 << 20, NULL, false},
+        {"--repetitions", "-r", NX_ARG_INT, &reps, "N", "timed runs per test (default 5)", 1, 1000, NULL, false},
+        {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
+        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+    };
+    int rc = nx_args_parse(CMD, "-m FILE [-p 512] [-n 128] [-r 5] [-t N]", args, NX_ARGS_LEN(args), argc, argv);
+    if (rc == NX_ARGS_HELP) return 0;
+    if (rc != NX_ARGS_OK) return 2;
+    if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
+    if (n_prompt == 0 && n_gen == 0) return nx_usage_error(CMD, "nothing to measure: -p and -n are both 0");
+
+    nextn_model *model = NULL;
+    nextn_context *ctx = NULL;
+    int32_t *ids = NULL;
+    double *secs = NULL;
+    int status = 1;
+    if (!nx_cli_load_model(CMD, model_path, false, &model)) goto done;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    nextn_context_params cp = nextn_context_default_params();
+    cp.n_ctx = n_prompt > n_gen ? n_prompt : n_gen;
+    cp.n_seq = 1;
+    cp.n_threads = n_threads;
+    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
+    int32_t n_ids = n_prompt > n_gen ? n_prompt : n_gen;
+    ids = malloc((size_t)n_ids * sizeof *ids);
+    secs = malloc((size_t)reps * sizeof *secs);
+    if (!ids || !secs) {
+        fprintf(stderr, "nextn %s: out of memory\n", CMD);
+        goto done;
+    }
+    random_tokens(ids, n_ids, info.n_vocab, 1234);
+
+    printf("model: %s (%.1f MiB weights, n_vocab %d, n_embd %d, n_layer %d), threads %d\n", model_path,
+           info.weight_bytes / NX_MIB, info.n_vocab, info.n_embd, info.n_layer, nextn_n_threads(ctx));
+    double warm;
+    if ((n_prompt > 0 && !run_pp(ctx, ids, n_prompt, &warm)) || (n_gen > 0 && !run_tg(ctx, ids, 1, &warm)))
+        goto done;
+    printf("%-8s %8s %5s %12s %12s %12s\n", "test", "tokens", "reps", "median t/s", "min t/s", "max t/s");
+    if (n_prompt > 0) {
+        for (int r = 0; r < reps; r++)
+            if (!run_pp(ctx, ids, n_prompt, &secs[r])) goto done;
+        print_row("pp", n_prompt, secs, reps);
+        fflush(stdout);
+    }
+    if (n_gen > 0) {
+        for (int r = 0; r < reps; r++)
+            if (!run_tg(ctx, ids, n_gen, &secs[r])) goto done;
+        print_row("tg", n_gen, secs, reps);
+    }
+    nextn_memory mem;
+    nextn_context_memory(ctx, &mem);
+    printf("memory: weights %.1f MiB (mmapped), KV %.1f MiB, recurrent state %.1f MiB, scratch %.1f MiB\n",
+           mem.weight_bytes / NX_MIB, mem.kv_bytes / NX_MIB, mem.state_bytes / NX_MIB, mem.scratch_bytes / NX_MIB);
+    printf("peak RSS: %.1f MiB\n", nx_cli_peak_rss_bytes() / NX_MIB);
+    status = 0;
+done:
+    free(ids);
+    free(secs);
+    nextn_context_free(ctx);
+    nextn_model_free(model);
+    return status;
+}

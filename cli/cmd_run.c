@@ -1,0 +1,222 @@
+/* cmd_run.c - `nextn run`: prompt in, streamed text out, with speed and memory figures.
+ *
+ * stdout carries only the text (prompt echo unless --no-display-prompt, then the generation);
+ * everything else (model, memory, seed, timings) goes to stderr so output can be piped. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "nextn.h"
+
+#define CMD "run"
+#define RUN_BATCH 512 /* prompt tokens per forward call: bounds activation scratch */
+
+static void write_text(const char *s, size_t n) {
+    fwrite(s, 1, n, stdout);
+    fflush(stdout);
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = NULL, *tokens_arg = NULL;
+    int32_t n_predict = 128, n_threads = 0, n_ctx = 4096;
+    int kv_choice = 0;
+    bool chat = false; /* --chat: lands with the chat template module */
+    bool no_display_prompt = false, ignore_eos = false, print_ids = false;
+    uint64_t seed = 0;
+    nextn_sampler_params sp = nextn_sampler_default_params();
+    static const char *const kv_types[] = {"f16", "f32", NULL};
+    nx_arg args[] = {
+        {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
+        {"--prompt", "-p", NX_ARG_STRING, &prompt, "TEXT", "prompt text", 0, 0, NULL, false},
+        {"--tokens", NULL, NX_ARG_STRING, &tokens_arg, "IDS", "prompt as token ids, e.g. 1,2,3 (instead of -p)", 0, 0, NULL, false},
+        {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "tokens to generate (default 128)", 0, 1e9, NULL, false},
+        {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
+        {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens (default 4096)", 1, 1 << 24, NULL, false},
+        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
+        {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "top-k, 0 off (default 40)", 0, 1e9, NULL, false},
+        {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "top-p, 1 off (default 0.95)", 0, 1, NULL, false},
+        {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "min-p, 0 off (default 0.05)", 0, 1, NULL, false},
+        {"--repeat-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_repeat, "X", "repetition penalty, 1 off (default 1.0)", 1e-6, 1e6, NULL, false},
+        {"--repeat-last-n", NULL, NX_ARG_INT, &sp.penalty_last_n, "N", "penalty window, 0 off, -1 all (default 64)", -1, 1e9, NULL, false},
+        {"--presence-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_present, "X", "presence penalty (default 0)", -1e6, 1e6, NULL, false},
+        {"--frequency-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_freq, "X", "frequency penalty (default 0)", -1e6, 1e6, NULL, false},
+        {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed (default: from the clock, printed)", 0, 0, NULL, false},
+        {"--ignore-eos", NULL, NX_ARG_FLAG, &ignore_eos, NULL, "do not stop at end-of-generation tokens", 0, 0, NULL, false},
+        {"--no-display-prompt", NULL, NX_ARG_FLAG, &no_display_prompt, NULL, "do not echo the prompt", 0, 0, NULL, false},
+        {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},
+    };
+    const size_t n_args = NX_ARGS_LEN(args);
+    int rc = nx_args_parse(CMD, "-m FILE (-p TEXT | --tokens IDS) [-n N] [options]", args, n_args, argc, argv);
+    if (rc == NX_ARGS_HELP) return 0;
+    if (rc != NX_ARGS_OK) return 2;
+    if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
+    if (!prompt == !tokens_arg) return nx_usage_error(CMD, "give exactly one of -p TEXT or --tokens IDS");
+    if (!nx_args_find(args, n_args, "--seed")->seen) seed = (uint64_t)time(NULL);
+    sp.seed = seed;
+
+    int32_t *ids = NULL, n_prompt = 0;
+    if (tokens_arg) {
+        char msg[256];
+        if (!nx_parse_token_list(tokens_arg, &ids, &n_prompt, msg, sizeof msg))
+            return nx_usage_error(CMD, "--tokens: %s", msg);
+    }
+
+    nextn_model *model = NULL;
+    nextn_context *ctx = NULL;
+    nextn_sampler *smp = NULL;
+    nextn_stream *stream = NULL;
+    nextn_error err;
+    int status = 1;
+    if (!nx_cli_load_model(CMD, model_path, false, &model)) goto done;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    nextn_tokenizer *tok = nextn_model_tokenizer(model);
+    fprintf(stderr, "nextn %s: model %s: n_vocab %d, n_embd %d, n_layer %d%s\n", CMD, model_path, info.n_vocab,
+            info.n_embd, info.n_layer, tok ? "" : ", no tokenizer");
+
+    if (prompt) {
+        if (!tok) {
+            fprintf(stderr, "nextn %s: %s has no tokenizer: give the prompt as --tokens IDS\n", CMD, model_path);
+            goto done;
+        }
+        const char *text = prompt;
+        char *formatted = NULL;
+        size_t len = strlen(text);
+        /* chat prompts contain the template's control tokens: parse them as special */
+        bool ok = nextn_tokenize(tok, text, len, true, chat, NULL, 0, &n_prompt, &err) &&
+                  (ids = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof *ids)) != NULL &&
+                  nextn_tokenize(tok, text, len, true, chat, ids, n_prompt, &n_prompt, &err);
+        if (!ok) {
+            fprintf(stderr, "nextn %s: tokenizing the prompt: %s\n", CMD, err.msg);
+            free(formatted);
+            goto done;
+        }
+        free(formatted);
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "nextn %s: the prompt is empty (0 tokens)\n", CMD);
+        goto done;
+    }
+    if (!nx_cli_check_ids(CMD, "--tokens", ids, n_prompt, info.n_vocab)) goto done;
+    if (n_prompt >= n_ctx) {
+        fprintf(stderr, "nextn %s: the prompt is %d tokens but the context holds n_ctx = %d (raise it with -c)\n",
+                CMD, n_prompt, n_ctx);
+        goto done;
+    }
+
+    nextn_context_params cp = nextn_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_seq = 1;
+    cp.n_threads = n_threads;
+    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
+    nx_cli_print_memory(CMD, ctx, cp.kv_type);
+    if (!nextn_sampler_create(&smp, model, &sp, &err)) {
+        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        goto done;
+    }
+    fprintf(stderr, "nextn %s: sampling: temp %.2f, top-k %d, top-p %.3f, min-p %.3f, repeat %.2f (last %d), "
+            "presence %.2f, frequency %.2f, seed %llu\n", CMD, sp.temp, sp.top_k, sp.top_p, sp.min_p,
+            sp.penalty_repeat, sp.penalty_last_n, sp.penalty_present, sp.penalty_freq, (unsigned long long)seed);
+    if (tok && !print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
+        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        goto done;
+    }
+
+    if (!no_display_prompt) {
+        if (print_ids || !tok) {
+            for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? " " : "", ids[i]);
+            printf(" |");
+        } else if (prompt && !chat) {
+            write_text(prompt, strlen(prompt));
+        } else {
+            size_t need = 0;
+            char *buf = NULL;
+            if (nextn_detokenize(tok, ids, n_prompt, chat, NULL, 0, &need, &err) && (buf = malloc(need + 1)) &&
+                nextn_detokenize(tok, ids, n_prompt, chat, buf, need + 1, &need, &err))
+                write_text(buf, need);
+            free(buf);
+        }
+        fflush(stdout);
+    }
+
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (!nextn_sampler_accept(smp, ids[i], &err)) {
+            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            goto done;
+        }
+
+    double t0 = nx_cli_time_s();
+    int32_t last_row = 0;
+    if (!nx_cli_prefill(CMD, ctx, ids, n_prompt, 0, 0, RUN_BATCH, &last_row)) goto done;
+    double t_prompt = nx_cli_time_s() - t0;
+    const float *logits = nextn_get_logits(ctx, last_row);
+
+    int32_t n_gen = 0, pos = n_prompt;
+    bool stopped_eog = false, ctx_full = false;
+    t0 = nx_cli_time_s();
+    while (n_gen < n_predict) {
+        int32_t t;
+        if (!nextn_sampler_sample(smp, logits, &t, &err) || !nextn_sampler_accept(smp, t, &err)) {
+            fprintf(stderr, "\nnextn %s: %s\n", CMD, err.msg);
+            goto done;
+        }
+        if (!ignore_eos && tok && nextn_token_is_eog(tok, t)) {
+            stopped_eog = true;
+            break;
+        }
+        n_gen++;
+        if (stream) {
+            const char *s;
+            size_t n;
+            if (!nextn_stream_push(stream, t, &s, &n, &err)) {
+                fprintf(stderr, "\nnextn %s: %s\n", CMD, err.msg);
+                goto done;
+            }
+            write_text(s, n);
+        } else {
+            printf(" %d", t);
+            fflush(stdout);
+        }
+        if (n_gen == n_predict) break;
+        if (pos >= n_ctx) {
+            ctx_full = true;
+            break;
+        }
+        nextn_batch b = {.n_tokens = 1, .token = &t, .pos = &pos, .seq_id = NULL, .logits = NULL};
+        if (!nextn_decode(ctx, &b, &err)) {
+            fprintf(stderr, "\nnextn %s: %s\n", CMD, err.msg);
+            goto done;
+        }
+        pos++;
+        logits = nextn_get_logits(ctx, 0);
+    }
+    double t_gen = nx_cli_time_s() - t0;
+    if (stream) {
+        const char *s;
+        size_t n;
+        if (nextn_stream_flush(stream, &s, &n, &err)) write_text(s, n);
+    }
+    printf("\n");
+    fflush(stdout);
+    if (stopped_eog) fprintf(stderr, "nextn %s: stopped at an end-of-generation token\n", CMD);
+    if (ctx_full) fprintf(stderr, "nextn %s: stopped: the context is full (n_ctx = %d)\n", CMD, n_ctx);
+    fprintf(stderr, "nextn %s: prompt %d tokens in %.3f s (%.2f tokens/s)\n", CMD, n_prompt, t_prompt,
+            t_prompt > 0 ? n_prompt / t_prompt : 0.0);
+    fprintf(stderr, "nextn %s: generation %d tokens in %.3f s (%.2f tokens/s)\n", CMD, n_gen, t_gen,
+            t_gen > 0 ? n_gen / t_gen : 0.0);
+    fprintf(stderr, "nextn %s: peak memory (RSS) %.1f MiB\n", CMD, nx_cli_peak_rss_bytes() / NX_MIB);
+    status = 0;
+done:
+    nextn_stream_free(stream);
+    nextn_sampler_free(smp);
+    nextn_context_free(ctx);
+    nextn_model_free(model);
+    free(ids);
+    return status;
+}

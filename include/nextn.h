@@ -1,0 +1,183 @@
+/* nextn.h - the public C API of nextn, a CPU inference engine for Qwen3.5 hybrid models.
+ *
+ * Everything is reached through opaque handles:
+ *   nextn_model      weights (mmapped GGUF) + tokenizer; immutable, shareable by contexts
+ *   nextn_context    per-sequence caches (attention KV, recurrent state) + a thread pool
+ *   nextn_sampler    sampling chain + RNG + penalty history (one per sequence)
+ *   nextn_tokenizer  owned by its model (nextn_model_tokenizer)
+ *   nextn_stream     streaming detokenizer: emits whole UTF-8 characters only
+ *
+ * Errors: a fallible function returns bool (true = success) and takes a `nextn_error *` last
+ * (may be NULL); on failure msg names the file / field / limit involved.  Nothing in the
+ * library prints or exits.  There is no global state: handles are independent, a context or
+ * sampler must not be used from two threads at once, a model may be shared.
+ *
+ * Typical generation loop:
+ *     nextn_model_load(&m, "model.gguf", NULL, &e);
+ *     nextn_context_create(&c, m, NULL, &e);
+ *     nextn_tokenize(nextn_model_tokenizer(m), text, len, true, false, ids, cap, &n, &e);
+ *     nextn_decode(c, &(nextn_batch){.n_tokens = n, .token = ids, .pos = pos}, &e);  // logits of last row
+ *     nextn_sampler_sample(s, nextn_get_logits(c, n - 1), &tok, &e); ...
+ */
+#ifndef NEXTN_H
+#define NEXTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NEXTN_ERROR_MAX 1024
+
+typedef struct nextn_error {
+    char msg[NEXTN_ERROR_MAX];
+} nextn_error;
+
+typedef struct nextn_model nextn_model;
+typedef struct nextn_context nextn_context;
+typedef struct nextn_sampler nextn_sampler;
+typedef struct nextn_tokenizer nextn_tokenizer;
+typedef struct nextn_stream nextn_stream;
+
+const char *nextn_version(void);
+
+/* ---- model ------------------------------------------------------------------------------- */
+
+typedef struct nextn_model_params {
+    bool load_mtp;             /* bind the MTP block when the file has one (default false) */
+} nextn_model_params;
+
+typedef struct nextn_model_info {
+    int32_t n_vocab;           /* rows of the LM head (logits per row) */
+    int32_t n_embd;            /* hidden size (floats per hidden row) */
+    int32_t n_layer;           /* trunk layers */
+    int32_t n_ctx_train;
+    bool has_mtp;              /* the file has an MTP block */
+    bool has_tokenizer;
+    uint64_t weight_bytes;     /* bytes of the trunk weights */
+    uint64_t file_bytes;
+} nextn_model_info;
+
+nextn_model_params nextn_model_default_params(void);
+/* params may be NULL (defaults). */
+bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_params *params, nextn_error *err);
+void nextn_model_free(nextn_model *model);
+void nextn_model_get_info(const nextn_model *model, nextn_model_info *info);
+/* The model's tokenizer, or NULL when the file has no tokenizer.ggml.* keys.  Owned by the model. */
+nextn_tokenizer *nextn_model_tokenizer(const nextn_model *model);
+
+/* ---- context ----------------------------------------------------------------------------- */
+
+typedef enum nextn_kv_type { NEXTN_KV_F16 = 0, NEXTN_KV_F32 = 1 } nextn_kv_type;
+
+typedef struct nextn_context_params {
+    int32_t n_ctx;             /* positions per sequence (default 4096) */
+    int32_t n_seq;             /* sequences (default 1) */
+    int32_t n_threads;         /* <= 0: NEXTN_THREADS or the number of CPUs */
+    nextn_kv_type kv_type;     /* attention cache type (default F16) */
+} nextn_context_params;
+
+typedef struct nextn_memory {
+    uint64_t weight_bytes;     /* mmapped trunk weights */
+    uint64_t kv_bytes;         /* attention K+V of all sequences */
+    uint64_t state_bytes;      /* recurrent conv + delta state of all sequences */
+    uint64_t scratch_bytes;    /* activations at the largest batch so far */
+} nextn_memory;
+
+nextn_context_params nextn_context_default_params(void);
+/* params may be NULL (defaults).  The model must outlive the context. */
+bool nextn_context_create(nextn_context **out, const nextn_model *model, const nextn_context_params *params,
+                          nextn_error *err);
+void nextn_context_free(nextn_context *ctx);
+void nextn_context_memory(const nextn_context *ctx, nextn_memory *mem);
+int32_t nextn_n_ctx(const nextn_context *ctx);
+int32_t nextn_n_seq(const nextn_context *ctx);
+int32_t nextn_n_threads(const nextn_context *ctx);
+
+/* A batch: row i is token[i] of sequence seq_id[i] at position pos[i].  The rows of a sequence
+ * come in increasing position order and continue it exactly (the first has pos ==
+ * nextn_n_past(ctx, seq)).  seq_id NULL: all rows belong to sequence 0.  logits NULL: logits
+ * of the last row only; else non-zero entries select the rows whose logits are computed. */
+typedef struct nextn_batch {
+    int32_t n_tokens;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const int8_t *logits;
+} nextn_batch;
+
+bool nextn_decode(nextn_context *ctx, const nextn_batch *batch, nextn_error *err);
+/* Outputs of the last decode, valid until the next decode (no copy):
+ * logits: n_vocab floats of row `row`, NULL if that row's logits were not requested or out of range;
+ * hidden: n_embd floats, the post-final-norm hidden state of row `row` (every row has one). */
+const float *nextn_get_logits(const nextn_context *ctx, int32_t row);
+const float *nextn_get_hidden(const nextn_context *ctx, int32_t row);
+
+/* Per-sequence memory. */
+int32_t nextn_n_past(const nextn_context *ctx, int32_t seq);
+bool nextn_seq_clear(nextn_context *ctx, int32_t seq, nextn_error *err);
+/* Keep positions < from_pos of seq (see the forward documentation for the recurrent limits:
+ * arbitrary truncation of a recurrent model needs snapshots, otherwise an error says so). */
+bool nextn_seq_truncate(nextn_context *ctx, int32_t seq, int32_t from_pos, nextn_error *err);
+bool nextn_seq_copy(nextn_context *ctx, int32_t src, int32_t dst, nextn_error *err);
+
+/* ---- tokenizer --------------------------------------------------------------------------- */
+
+int32_t nextn_token_bos(const nextn_tokenizer *tok);     /* -1 if none */
+int32_t nextn_token_eos(const nextn_tokenizer *tok);     /* -1 if none */
+bool nextn_token_is_eog(const nextn_tokenizer *tok, int32_t id);
+bool nextn_tokenizer_add_bos(const nextn_tokenizer *tok);
+
+/* Tokenizes text into ids[0..cap).  *n_out receives the number of tokens; ids == NULL only
+ * counts them; when cap is too small the call fails and *n_out says how many are needed.  add_bos: prepend BOS when the
+ * vocabulary asks for it; parse_special: recognise control tokens written in the text. */
+bool nextn_tokenize(nextn_tokenizer *tok, const char *text, size_t len, bool add_bos, bool parse_special,
+                    int32_t *ids, int32_t cap, int32_t *n_out, nextn_error *err);
+/* Bytes of ids into buf[0..cap) (not NUL-terminated); *len_out receives the length; buf ==
+ * NULL only measures; when cap is too small the call fails and *len_out is the needed length.
+ * special: render control tokens. */
+bool nextn_detokenize(const nextn_tokenizer *tok, const int32_t *ids, int32_t n, bool special,
+                      char *buf, size_t cap, size_t *len_out, nextn_error *err);
+
+/* Streaming detokenizer: push one token, get the newly complete UTF-8 text (pointer valid
+ * until the next push/flush/free; *len_out bytes, also NUL-terminated). */
+bool nextn_stream_create(nextn_stream **out, const nextn_tokenizer *tok, bool special, nextn_error *err);
+bool nextn_stream_push(nextn_stream *s, int32_t id, const char **text, size_t *len_out, nextn_error *err);
+bool nextn_stream_flush(nextn_stream *s, const char **text, size_t *len_out, nextn_error *err);
+void nextn_stream_free(nextn_stream *s);
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+/* Chain (llama.cpp's order): penalties -> top-k -> top-p -> min-p -> temperature -> draw.
+ * temp <= 0 is greedy (argmax, ties to the lowest id). */
+typedef struct nextn_sampler_params {
+    float temp;                /* default 0.8 */
+    int32_t top_k;             /* default 40, <= 0 off */
+    float top_p;               /* default 0.95, 1 off */
+    float min_p;               /* default 0.05, 0 off */
+    int32_t penalty_last_n;    /* default 64, 0 off, -1 whole history */
+    float penalty_repeat;      /* default 1.0 (off) */
+    float penalty_freq;        /* default 0 */
+    float penalty_present;     /* default 0 */
+    uint64_t seed;             /* default 0 */
+} nextn_sampler_params;
+
+nextn_sampler_params nextn_sampler_default_params(void);
+bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const nextn_sampler_params *params,
+                          nextn_error *err);
+void nextn_sampler_free(nextn_sampler *s);
+/* Samples from one row of n_vocab logits (e.g. nextn_get_logits).  Fails on NaN / +inf logits
+ * or when every logit is -inf. */
+bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token, nextn_error *err);
+/* Records a token in the penalty history (generated tokens; prompt tokens if wanted). */
+bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err);
+/* Clears the history and re-seeds. */
+void nextn_sampler_reset(nextn_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,347 @@
+/* test_api.c - the public API (include/nextn.h) on a tiny synthetic model, through the public
+ * header only: loading and its errors, decode outputs, batch == token-by-token, sequences
+ * (copy, clear), tokenizer round trips and buffer sizing, streaming UTF-8, sampling. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nextn.h"
+#include "testutil.h"
+
+static char model_path[512];
+static nextn_model *model;
+
+static int setup(void **state) {
+    (void)state;
+    const char *bin = getenv("NEXTN");
+    if (!bin) {
+        fprintf(stderr, "test_api: $NEXTN (the nextn binary) is not set\n");
+        return -1;
+    }
+    snprintf(model_path, sizeof model_path, "%s", tu_tmp_path("api-tiny.gguf"));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "\"%s\" mkmodel --preset tiny --type f32 --seed 3 -o \"%s\" >/dev/null", bin, model_path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "test_api: %s failed\n", cmd);
+        return -1;
+    }
+    nextn_error err;
+    if (!nextn_model_load(&model, model_path, NULL, &err)) {
+        fprintf(stderr, "test_api: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    nextn_model_free(model);
+    remove(model_path);
+    return 0;
+}
+
+static nextn_context *make_ctx(int32_t n_ctx, int32_t n_seq) {
+    nextn_context_params p = nextn_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_seq = n_seq;
+    p.n_threads = 2;
+    nextn_context *c;
+    nextn_error err;
+    if (!nextn_context_create(&c, model, &p, &err)) fail_msg("%s", err.msg);
+    return c;
+}
+
+static float max_rel_diff(const float *a, const float *b, int n) {
+    float m = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]) / (1.0f + fabsf(b[i]));
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+/* Every character in s[0..n) is complete (lead byte followed by all its continuation bytes). */
+static bool utf8_whole(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char b = (unsigned char)s[i];
+        size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n) return false;
+        for (size_t k = 1; k < len; k++)
+            if (((unsigned char)s[i + k] & 0xC0) != 0x80) return false;
+        i += len;
+    }
+    return true;
+}
+
+static void test_load_errors(void **state) {
+    (void)state;
+    nextn_model *m = NULL;
+    nextn_error err;
+    assert_false(nextn_model_load(&m, "/nonexistent/dir/model.gguf", NULL, &err));
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "/nonexistent/dir/model.gguf"));
+    const char *junk = tu_tmp_path("junk.gguf");
+    FILE *f = fopen(junk, "wb");
+    fputs("this is not a gguf file at all", f);
+    fclose(f);
+    assert_false(nextn_model_load(&m, junk, NULL, &err));
+    assert_non_null(strstr(err.msg, "junk.gguf"));
+    remove(junk);
+}
+
+static void test_info_and_context(void **state) {
+    (void)state;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    assert_int_equal(info.n_vocab, 512);
+    assert_true(info.n_embd > 0 && info.n_layer > 0);
+    assert_true(info.has_tokenizer);
+    assert_true(info.weight_bytes > 0 && info.file_bytes >= info.weight_bytes);
+    nextn_context *c = make_ctx(64, 2);
+    assert_int_equal(nextn_n_ctx(c), 64);
+    assert_int_equal(nextn_n_seq(c), 2);
+    assert_int_equal(nextn_n_threads(c), 2);
+    nextn_memory mem;
+    nextn_context_memory(c, &mem);
+    assert_true(mem.kv_bytes > 0 && mem.state_bytes > 0);
+    assert_int_equal(mem.weight_bytes, info.weight_bytes);
+    /* f32 KV is twice the f16 one */
+    nextn_context_params p = nextn_context_default_params();
+    p.n_ctx = 64;
+    p.n_seq = 2;
+    p.kv_type = NEXTN_KV_F32;
+    nextn_context *c32;
+    nextn_error err;
+    assert_true(nextn_context_create(&c32, model, &p, &err));
+    nextn_memory mem32;
+    nextn_context_memory(c32, &mem32);
+    assert_int_equal(mem32.kv_bytes, 2 * mem.kv_bytes);
+    nextn_context_free(c32);
+    nextn_context_free(c);
+    /* bad parameters are refused with a message */
+    p.n_ctx = 0;
+    assert_false(nextn_context_create(&c32, model, &p, &err));
+    assert_true(strlen(err.msg) > 0);
+}
+
+static void test_decode_outputs(void **state) {
+    (void)state;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    nextn_context *c = make_ctx(32, 1);
+    const int32_t tok[5] = {10, 20, 30, 40, 50}, pos[5] = {0, 1, 2, 3, 4};
+    const int8_t want[5] = {0, 1, 0, 1, 1};
+    nextn_error err;
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 5, .token = tok, .pos = pos, .logits = want}, &err));
+    assert_int_equal(nextn_n_past(c, 0), 5);
+    assert_null(nextn_get_logits(c, 0));
+    assert_non_null(nextn_get_logits(c, 1));
+    assert_null(nextn_get_logits(c, 5));
+    assert_null(nextn_get_logits(c, -1));
+    for (int r = 0; r < 5; r++) {
+        const float *h = nextn_get_hidden(c, r);
+        assert_non_null(h);
+        for (int i = 0; i < info.n_embd; i++) assert_true(isfinite(h[i]));
+    }
+    assert_null(nextn_get_hidden(c, 5));
+    /* bad batches */
+    assert_false(nextn_decode(c, &(nextn_batch){.n_tokens = 0, .token = tok, .pos = pos}, &err));
+    assert_false(nextn_decode(c, &(nextn_batch){.n_tokens = 1, .token = NULL, .pos = pos}, &err));
+    const int32_t bad_pos = 9; /* must continue at 5 */
+    assert_false(nextn_decode(c, &(nextn_batch){.n_tokens = 1, .token = tok, .pos = &bad_pos}, &err));
+    assert_true(strlen(err.msg) > 0);
+    const int32_t bad_tok = 512, p5 = 5;
+    assert_false(nextn_decode(c, &(nextn_batch){.n_tokens = 1, .token = &bad_tok, .pos = &p5}, &err));
+    assert_true(strlen(err.msg) > 0);
+    nextn_context_free(c);
+}
+
+/* One batch of 6 == six single-token decodes; two sequences interleaved == each alone. */
+static void test_batch_equals_sequential(void **state) {
+    (void)state;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    const int V = info.n_vocab;
+    const int32_t tok[6] = {3, 141, 59, 26, 53, 58}, pos[6] = {0, 1, 2, 3, 4, 5};
+    const int8_t all[6] = {1, 1, 1, 1, 1, 1};
+    nextn_error err;
+    nextn_context *a = make_ctx(16, 1), *b = make_ctx(16, 1);
+    assert_true(nextn_decode(a, &(nextn_batch){.n_tokens = 6, .token = tok, .pos = pos, .logits = all}, &err));
+    for (int i = 0; i < 6; i++) {
+        assert_true(nextn_decode(b, &(nextn_batch){.n_tokens = 1, .token = &tok[i], .pos = &pos[i]}, &err));
+        float d = max_rel_diff(nextn_get_logits(a, i), nextn_get_logits(b, 0), V);
+        if (d > 1e-4f) fail_msg("row %d: batch vs sequential differ by %g", i, d);
+    }
+    /* two sequences in one batch (interleaved) */
+    nextn_context *two = make_ctx(16, 2);
+    const int32_t tok2[12] = {3, 7, 141, 7, 59, 7, 26, 7, 53, 7, 58, 7};
+    int32_t pos2[12], seq2[12];
+    int8_t all2[12];
+    for (int i = 0; i < 12; i++) {
+        pos2[i] = i / 2;
+        seq2[i] = i % 2;
+        all2[i] = 1;
+    }
+    assert_true(nextn_decode(two, &(nextn_batch){.n_tokens = 12, .token = tok2, .pos = pos2, .seq_id = seq2, .logits = all2}, &err));
+    for (int i = 0; i < 6; i++) {
+        float d = max_rel_diff(nextn_get_logits(two, 2 * i), nextn_get_logits(a, i), V);
+        if (d > 1e-4f) fail_msg("row %d: two-sequence batch differs from one sequence by %g", i, d);
+    }
+    assert_int_equal(nextn_n_past(two, 0), 6);
+    assert_int_equal(nextn_n_past(two, 1), 6);
+    assert_int_equal(nextn_n_past(two, 2), -1);
+    nextn_context_free(a);
+    nextn_context_free(b);
+    nextn_context_free(two);
+}
+
+static void test_sequences(void **state) {
+    (void)state;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    const int V = info.n_vocab;
+    nextn_context *c = make_ctx(16, 2);
+    const int32_t tok[4] = {5, 6, 7, 8}, pos[4] = {0, 1, 2, 3};
+    nextn_error err;
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 4, .token = tok, .pos = pos}, &err));
+    float *ref = malloc((size_t)V * sizeof *ref);
+    memcpy(ref, nextn_get_logits(c, 3), (size_t)V * sizeof *ref);
+    /* copy 0 -> 1, then the same next token on both gives the same logits */
+    assert_true(nextn_seq_copy(c, 0, 1, &err));
+    assert_int_equal(nextn_n_past(c, 1), 4);
+    const int32_t nt[2] = {9, 9}, np[2] = {4, 4}, ns[2] = {0, 1};
+    const int8_t both[2] = {1, 1};
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 2, .token = nt, .pos = np, .seq_id = ns, .logits = both}, &err));
+    assert_true(max_rel_diff(nextn_get_logits(c, 0), nextn_get_logits(c, 1), V) < 1e-5f);
+    /* clear, re-decode: same logits as the first time */
+    assert_true(nextn_seq_clear(c, 0, &err));
+    assert_int_equal(nextn_n_past(c, 0), 0);
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 4, .token = tok, .pos = pos}, &err));
+    assert_true(max_rel_diff(nextn_get_logits(c, 3), ref, V) < 1e-5f);
+    /* truncate to the current length is a no-op; to 0 clears */
+    assert_true(nextn_seq_truncate(c, 0, 4, &err));
+    assert_int_equal(nextn_n_past(c, 0), 4);
+    assert_true(nextn_seq_truncate(c, 0, 0, &err));
+    assert_int_equal(nextn_n_past(c, 0), 0);
+    /* bad sequence ids name the limit */
+    assert_false(nextn_seq_clear(c, 2, &err));
+    assert_non_null(strstr(err.msg, "[0, 2)"));
+    assert_false(nextn_seq_copy(c, 0, -1, &err));
+    free(ref);
+    nextn_context_free(c);
+}
+
+static void test_tokenizer(void **state) {
+    (void)state;
+    nextn_tokenizer *tok = nextn_model_tokenizer(model);
+    assert_non_null(tok);
+    const char *text = "Hello, world! \xc3\xa9t\xc3\xa9 \xe2\x82\xac 42";
+    int32_t n = 0;
+    nextn_error err;
+    assert_true(nextn_tokenize(tok, text, strlen(text), false, false, NULL, 0, &n, &err));
+    assert_true(n > 0);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    int32_t small_n = 0;
+    assert_false(nextn_tokenize(tok, text, strlen(text), false, false, ids, n - 1, &small_n, &err));
+    assert_int_equal(small_n, n);
+    assert_true(nextn_tokenize(tok, text, strlen(text), false, false, ids, n, &n, &err));
+    size_t len = 0;
+    assert_true(nextn_detokenize(tok, ids, n, false, NULL, 0, &len, &err));
+    assert_int_equal(len, strlen(text));
+    char buf[256];
+    assert_false(nextn_detokenize(tok, ids, n, false, buf, len - 1, &len, &err));
+    assert_true(nextn_detokenize(tok, ids, n, false, buf, sizeof buf, &len, &err));
+    assert_memory_equal(buf, text, strlen(text));
+    /* streaming: whole characters only, concatenation == text */
+    nextn_stream *st;
+    assert_true(nextn_stream_create(&st, tok, false, &err));
+    char acc[256];
+    size_t acc_len = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const char *piece;
+        size_t plen;
+        assert_true(nextn_stream_push(st, ids[i], &piece, &plen, &err));
+        assert_true(utf8_whole(piece, plen)); /* never a split character */
+        memcpy(acc + acc_len, piece, plen);
+        acc_len += plen;
+    }
+    const char *tail;
+    size_t tlen;
+    assert_true(nextn_stream_flush(st, &tail, &tlen, &err));
+    memcpy(acc + acc_len, tail, tlen);
+    acc_len += tlen;
+    assert_int_equal(acc_len, strlen(text));
+    assert_memory_equal(acc, text, acc_len);
+    nextn_stream_free(st);
+    /* invalid UTF-8 input is an error, not a crash */
+    assert_false(nextn_tokenize(tok, "a\xff" "b", 3, false, false, NULL, 0, &n, &err));
+    assert_true(strlen(err.msg) > 0);
+    /* end of generation: eos is one */
+    int32_t eos = nextn_token_eos(tok);
+    assert_true(eos >= 0);
+    assert_true(nextn_token_is_eog(tok, eos));
+    assert_false(nextn_token_is_eog(tok, 'a'));
+    free(ids);
+}
+
+static void test_sampling(void **state) {
+    (void)state;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    nextn_context *c = make_ctx(16, 1);
+    const int32_t tok[3] = {1, 2, 3}, pos[3] = {0, 1, 2};
+    nextn_error err;
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 3, .token = tok, .pos = pos}, &err));
+    const float *l = nextn_get_logits(c, 2);
+    int32_t best = 0;
+    for (int32_t i = 1; i < info.n_vocab; i++)
+        if (l[i] > l[best]) best = i;
+    nextn_sampler_params sp = nextn_sampler_default_params();
+    sp.temp = 0.0f;
+    nextn_sampler *s;
+    assert_true(nextn_sampler_create(&s, model, &sp, &err));
+    int32_t t;
+    assert_true(nextn_sampler_sample(s, l, &t, &err));
+    assert_int_equal(t, best);
+    assert_true(nextn_sampler_accept(s, t, &err));
+    assert_false(nextn_sampler_accept(s, info.n_vocab, &err));
+    assert_false(nextn_sampler_sample(s, nextn_get_logits(c, 0), &t, &err)); /* row 0 has no logits */
+    assert_non_null(strstr(err.msg, "NULL"));
+    nextn_sampler_free(s);
+    /* seeded sampling through the API is reproducible */
+    sp = nextn_sampler_default_params();
+    sp.seed = 99;
+    sp.top_k = 0;
+    sp.min_p = 0.0f;
+    sp.temp = 2.0f;
+    nextn_sampler *s1, *s2;
+    assert_true(nextn_sampler_create(&s1, model, &sp, &err));
+    assert_true(nextn_sampler_create(&s2, model, &sp, &err));
+    for (int i = 0; i < 50; i++) {
+        int32_t a, b;
+        assert_true(nextn_sampler_sample(s1, l, &a, &err));
+        assert_true(nextn_sampler_sample(s2, l, &b, &err));
+        assert_int_equal(a, b);
+    }
+    nextn_sampler_reset(s1);
+    nextn_sampler_free(s1);
+    nextn_sampler_free(s2);
+    sp.top_p = 2.0f;
+    assert_false(nextn_sampler_create(&s1, model, &sp, &err));
+    assert_non_null(strstr(err.msg, "top_p"));
+    nextn_context_free(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_info_and_context),
+        cmocka_unit_test(test_decode_outputs),
+        cmocka_unit_test(test_batch_equals_sequential),
+        cmocka_unit_test(test_sequences),
+        cmocka_unit_test(test_tokenizer),
+        cmocka_unit_test(test_sampling),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# test_bench.sh - `nextn bench` prints pp/tg rows with median/min/max and peak RSS; bad flags fail.
+set -u
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+model="$tmp/tiny.gguf"
+"$NEXTN" mkmodel --preset tiny --type f32 --seed 3 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
+    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+
+check "bench prints pp and tg rows with three positive rates" \
+      '"$NEXTN" bench -m "$model" -p 16 -n 8 -r 3 >"$tmp/o" 2>"$tmp/e" &&
+       awk "/^pp16 /{ if (\$2 == 16 && \$3 == 3 && \$4 > 0 && \$5 > 0 && \$6 > 0 && \$5 <= \$4 && \$4 <= \$6) ok++ }
+            /^tg8 / { if (\$2 == 8  && \$3 == 3 && \$4 > 0 && \$5 > 0 && \$6 > 0 && \$5 <= \$4 && \$4 <= \$6) ok++ }
+            END { exit ok == 2 ? 0 : 1 }" "$tmp/o" && grep -q "^peak RSS: [0-9.]* MiB" "$tmp/o"'
+check "-n 0 skips the decode test" '"$NEXTN" bench -m "$model" -p 8 -n 0 -r 1 >"$tmp/o" 2>&1 && grep -q "^pp8 " "$tmp/o" && ! grep -q "^tg" "$tmp/o"'
+check "-p 0 -n 0 exits 2" 'out=$("$NEXTN" bench -m "$model" -p 0 -n 0 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "nothing to measure"'
+check "-r 0 exits 2 with the range" 'out=$("$NEXTN" bench -m "$model" -r 0 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "--repetitions: 0 is outside \[1, 1000\]"'
+check "missing -m exits 2" 'out=$("$NEXTN" bench 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "-m FILE"'
+check "missing model exits 1 naming it" 'out=$("$NEXTN" bench -m "$tmp/nope.gguf" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "nope.gguf"'
+exit $fail

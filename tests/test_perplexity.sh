@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# test_perplexity.sh - `nextn perplexity` against an independent computation of llama-perplexity's
+# method: each chunk's logits are dumped by `nextn eval` and the negative log-likelihood of the
+# second half is recomputed here with awk (log-sum-exp per row), as are the running values and
+# the +/- estimate.  Then: the same figure for every batching (-b smaller than, equal to and a
+# multiple of -c), text input, and the errors.
+set -u
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-ppl.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+model="$tmp/tiny.gguf"
+"$NEXTN" mkmodel --preset tiny --type f32 --seed 5 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
+    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+nv=512
+nctx=16
+# 3 chunks of 16 (+ 5 tokens that do not fill a chunk and are ignored)
+toks=$(awk 'BEGIN { x = 12345; for (i = 0; i < 53; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%s%d", (i ? "," : ""), x % 500 } }')
+
+# ---- reference: per chunk, eval the chunk and score rows first..nctx-2 against the next token
+: >"$tmp/nll.txt"
+for c in 0 1 2; do
+    chunk=$(echo "$toks" | tr ',' '\n' | sed -n "$((c * nctx + 1)),$(((c + 1) * nctx))p" | paste -sd, -)
+    "$NEXTN" eval -m "$model" --tokens "$chunk" --dump-logits "$tmp/c$c.bin" >/dev/null 2>&1 || { echo "FAIL: eval chunk $c"; exit 1; }
+    od -An -v -f -w$((nv * 4)) "$tmp/c$c.bin" | awk -v toks="$chunk" -v nctx=$nctx -v chunk=$c '
+        BEGIN { n = split(toks, t, ","); first = int(nctx / 2) }
+        { p = NR - 1
+          if (p >= first && p <= nctx - 2) {
+              mx = $1; for (i = 2; i <= NF; i++) if ($i > mx) mx = $i
+              s = 0; for (i = 1; i <= NF; i++) s += exp($i - mx)
+              target = t[p + 2]                  # token at position p + 1 (awk arrays are 1-based)
+              print chunk, log(s) + mx - $(target + 1)
+          } }' >>"$tmp/nll.txt"
+done
+ref=$(awk '{ nll += $2; nll2 += $2 * $2; n++; if ($1 != last) { } cum[$1] = nll; cnt[$1] = n; last = $1 }
+           END { for (c = 0; c < 3; c++) printf "[%d]%.4f,", c + 1, exp(cum[c] / cnt[c]);
+                 m = nll / n; v = nll2 / n - m * m; ppl = exp(m)
+                 printf " %.6f %.6f %d\n", ppl, sqrt(v / (n - 1)) * ppl, n }' "$tmp/nll.txt")
+ref_running=$(echo "$ref" | awk '{ print $1 }')
+ref_ppl=$(echo "$ref" | awk '{ print $2 }')
+ref_err=$(echo "$ref" | awk '{ print $3 }')
+ref_n=$(echo "$ref" | awk '{ print $4 }')
+echo "reference: $ref_running PPL $ref_ppl +/- $ref_err over $ref_n tokens"
+check "reference scored 3 chunks x 7 tokens" '[ "$ref_n" -eq 21 ]'
+
+close() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= tol * (b < 0 ? -b : b)) }'; }
+for b in 4 16 48 2048; do
+    "$NEXTN" perplexity -m "$model" --tokens "$toks" -c $nctx -b $b >"$tmp/p$b.out" 2>"$tmp/p$b.err"
+    rc=$?
+    got_ppl=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\)$/\1/p' "$tmp/p$b.out")
+    got_err=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\)$/\2/p' "$tmp/p$b.out")
+    got_running=$(grep '^\[1\]' "$tmp/p$b.out")
+    check "-b $b: exit 0 and a final estimate" '[ $rc -eq 0 ] && [ -n "$got_ppl" ]'
+    check "-b $b: PPL matches the independent computation" 'close "$got_ppl" "$ref_ppl" 2e-4'
+    check "-b $b: +/- matches" 'close "$got_err" "$ref_err" 2e-3'
+    check "-b $b: three running values matching the reference" \
+          '[ $(echo "$got_running" | grep -o "\[[0-9]*\]" | wc -l) -eq 3 ] &&
+           paste <(echo "$got_running" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") <(echo "$ref_running" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") |
+           awk "{ d = \$1 - \$2; if (d < 0) d = -d; if (d > 2e-4 * \$2 + 1e-4) bad++ } END { exit bad > 0 }"'
+done
+check "-b 48 decodes 3 chunks side by side" 'grep -q "n_seq 3" "$tmp/p48.err"'
+check "-b 4 decodes each chunk in 4 batches (n_seq 1)" 'grep -q "n_batch 4, n_seq 1" "$tmp/p4.err"'
+check "--chunks 1 scores only the first chunk" \
+      '"$NEXTN" perplexity -m "$model" --tokens "$toks" -c $nctx --chunks 1 >"$tmp/o" 2>/dev/null &&
+       [ "$(grep -o "^\[1\][0-9.]*" "$tmp/o")" = "$(echo "$ref_running" | grep -o "^\[1\][0-9.]*")" ] && ! grep -q "\[2\]" "$tmp/o"'
+
+# ---- text input
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "the quick brown fox %d jumps over the lazy dog. ", i }' >"$tmp/text.txt"
+check "text file input gives a final estimate" \
+      '"$NEXTN" perplexity -m "$model" -f "$tmp/text.txt" -c 32 >"$tmp/o" 2>"$tmp/e" && grep -q "^Final estimate: PPL = [0-9.]* +/- [0-9.]*$" "$tmp/o"'
+
+# ---- errors
+check "too few tokens exits 1 and names the need" \
+      'out=$("$NEXTN" perplexity -m "$model" --tokens 1,2,3,4,5 -c 4 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "need at least 2 \* n_ctx = 8 tokens"'
+check "missing text file exits 1 naming it" \
+      'out=$("$NEXTN" perplexity -m "$model" -f "$tmp/missing.txt" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "missing.txt"'
+check "-f and --tokens together exit 2" 'out=$("$NEXTN" perplexity -m "$model" -f x --tokens 1 2>&1); [ $? -eq 2 ]'
+check "-c 1 exits 2 with the range" 'out=$("$NEXTN" perplexity -m "$model" -f x -c 1 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "--ctx-size: 1 is outside"'
+exit $fail
