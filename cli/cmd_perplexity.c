@@ -98,8 +98,10 @@ int cmd_perplexity(int argc, char **argv) {
 
     const int32_t n_chunk_all = n_tokens / n_ctx;
     const int32_t n_chunk = n_chunks_max < 0 || n_chunks_max > n_chunk_all ? n_chunk_all : n_chunks_max;
-    const int32_t n_seq = n_batch / n_ctx > 1 ? n_batch / n_ctx : 1;
+    /* llama's n_seq, capped at the number of chunks (more sequences would only cost memory) */
+    int32_t n_seq = n_batch / n_ctx > 1 ? n_batch / n_ctx : 1;
     if (n_batch > n_seq * n_ctx) n_batch = n_seq * n_ctx;
+    if (n_seq > n_chunk) n_seq = n_chunk;
     const int32_t n_batches = (n_ctx + n_batch - 1) / n_batch;
     const int32_t first = n_ctx / 2;
     fprintf(stderr, "nextn %s: %d tokens, %d chunks of n_ctx %d, n_batch %d, n_seq %d%s\n", CMD, n_tokens, n_chunk,

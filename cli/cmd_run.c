@@ -131,7 +131,7 @@ int cmd_run(int argc, char **argv) {
     if (!no_display_prompt) {
         if (print_ids || !tok) {
             for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? " " : "", ids[i]);
-            printf(" |");
+            printf(" |"); /* separates the prompt ids from the generated ones */
         } else if (prompt && !chat) {
             write_text(prompt, strlen(prompt));
         } else {
@@ -180,7 +180,8 @@ int cmd_run(int argc, char **argv) {
             }
             write_text(s, n);
         } else {
-            printf(" %d", t);
+            /* ids separated by single spaces, no leading space without a prompt echo */
+            printf(n_gen > 1 || !no_display_prompt ? " %d" : "%d", t);
             fflush(stdout);
         }
         if (n_gen == n_predict) break;
