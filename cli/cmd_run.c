@@ -21,11 +21,10 @@ static void write_text(const char *s, size_t n) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *tokens_arg = NULL;
+    const char *model_path = NULL, *prompt = NULL, *tokens_arg = NULL, *chat_format = NULL;
     int32_t n_predict = 128, n_threads = 0, n_ctx = 4096;
     int kv_choice = 0;
-    bool chat = false; /* --chat: lands with the chat template module */
-    bool no_display_prompt = false, ignore_eos = false, print_ids = false;
+    bool chat = false, no_display_prompt = false, ignore_eos = false, print_ids = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     static const char *const kv_types[] = {"f16", "f32", NULL};
@@ -46,6 +45,8 @@ int cmd_run(int argc, char **argv) {
         {"--presence-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_present, "X", "presence penalty (default 0)", -1e6, 1e6, NULL, false},
         {"--frequency-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_freq, "X", "frequency penalty (default 0)", -1e6, 1e6, NULL, false},
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed (default: from the clock, printed)", 0, 0, NULL, false},
+        {"--chat", NULL, NX_ARG_FLAG, &chat, NULL, "wrap the prompt as a user turn with the model's chat template", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml); implies --chat", 0, 0, NULL, false},
         {"--ignore-eos", NULL, NX_ARG_FLAG, &ignore_eos, NULL, "do not stop at end-of-generation tokens", 0, 0, NULL, false},
         {"--no-display-prompt", NULL, NX_ARG_FLAG, &no_display_prompt, NULL, "do not echo the prompt", 0, 0, NULL, false},
         {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},
@@ -56,6 +57,8 @@ int cmd_run(int argc, char **argv) {
     if (rc != NX_ARGS_OK) return 2;
     if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
     if (!prompt == !tokens_arg) return nx_usage_error(CMD, "give exactly one of -p TEXT or --tokens IDS");
+    if (chat_format) chat = true;
+    if (chat && !prompt) return nx_usage_error(CMD, "--chat needs -p TEXT");
     if (!nx_args_find(args, n_args, "--seed")->seen) seed = (uint64_t)time(NULL);
     sp.seed = seed;
 
@@ -86,6 +89,19 @@ int cmd_run(int argc, char **argv) {
         }
         const char *text = prompt;
         char *formatted = NULL;
+        if (chat) {
+            size_t need = 0;
+            bool ok = nextn_chat_format_user(model, chat_format, prompt, NULL, 0, &need, &err) &&
+                      (formatted = malloc(need + 1)) != NULL &&
+                      nextn_chat_format_user(model, chat_format, prompt, formatted, need + 1, &need, &err);
+            if (!ok) {
+                fprintf(stderr, "nextn %s: --chat: %s\n", CMD, formatted || need == 0 ? err.msg : "out of memory");
+                free(formatted);
+                goto done;
+            }
+            formatted[need] = 0;
+            text = formatted;
+        }
         size_t len = strlen(text);
         /* chat prompts contain the template's control tokens: parse them as special */
         bool ok = nextn_tokenize(tok, text, len, true, chat, NULL, 0, &n_prompt, &err) &&

@@ -149,6 +149,16 @@ bool nextn_stream_push(nextn_stream *s, int32_t id, const char **text, size_t *l
 bool nextn_stream_flush(nextn_stream *s, const char **text, size_t *len_out, nextn_error *err);
 void nextn_stream_free(nextn_stream *s);
 
+/* ---- chat ----------------------------------------------------------------------------------- */
+
+/* Formats one user message followed by the assistant generation prompt (thinking on, the
+ * template's default).  chat_format: NULL = recognise the model's tokenizer.chat_template
+ * (Qwen ChatML); "chatml" = use ChatML whatever the file says.  Output as for nextn_detokenize
+ * (buf == NULL only measures).  Fails with a clear error when the model has no usable template
+ * and no format is forced. */
+bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, const char *user_text, char *buf,
+                            size_t cap, size_t *len_out, nextn_error *err);
+
 /* ---- sampling ---------------------------------------------------------------------------- */
 /* Chain (llama.cpp's order): penalties -> top-k -> top-p -> min-p -> temperature -> draw.
  * temp <= 0 is greedy (argmax, ties to the lowest id). */

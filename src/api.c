@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chat.h"
 #include "common.h"
 #include "forward.h"
 #include "model.h"
@@ -316,6 +317,43 @@ void nextn_stream_free(nextn_stream *s) {
     if (!s) return;
     nx_buf_free(&s->buf);
     free(s);
+}
+
+/* ---- chat ------------------------------------------------------------------------------------ */
+
+bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, const char *user_text, char *buf,
+                            size_t cap, size_t *len_out, nextn_error *err) {
+    *len_out = 0;
+    if (!user_text) return fail(err, "chat: user text is NULL");
+    nx_err ie;
+    nx_chat_format fmt;
+    if (chat_format) {
+        if (!nx_chat_format_from_name(chat_format, &fmt, &ie)) return pass(err, &ie);
+    } else {
+        nx_str tmpl;
+        if (!nx_gguf_get_str_or(model->model->gguf, "tokenizer.chat_template", "", &tmpl, &ie) ||
+            !nx_chat_detect(tmpl.ptr, (size_t)tmpl.len, &fmt, &ie))
+            return pass(err, &ie);
+    }
+    nx_chat_msg msg = {.role = "user", .content = user_text};
+    nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = true};
+    nx_buf out = {0};
+    if (!nx_chat_render(fmt, &msg, 1, &opts, &out, &ie)) {
+        nx_buf_free(&out);
+        return pass(err, &ie);
+    }
+    *len_out = out.len;
+    bool ok = true;
+    if (buf) {
+        if (cap < out.len) {
+            if (err) snprintf(err->msg, sizeof err->msg, "chat: %zu bytes do not fit in a buffer of %zu", out.len, cap);
+            ok = false;
+        } else if (out.len) {
+            memcpy(buf, out.data, out.len);
+        }
+    }
+    nx_buf_free(&out);
+    return ok;
 }
 
 /* ---- sampling ---------------------------------------------------------------------------- */

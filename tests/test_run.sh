@@ -47,6 +47,17 @@ argmaxes=$(od -An -v -f -w$((nv * 4)) "$tmp/l.bin" | awk '{ best = 1; for (i = 2
 expect=$(echo $argmaxes | awk '{ for (i = 3; i <= 18; i++) printf "%s%s", (i > 3 ? " " : ""), $i }')
 check "greedy tokens are the argmax of the eval logits of the previous position" '[ "$expect" = "$a" ]'
 
+# ---- chat formatting (the tiny model has no chat template: ChatML must be forced)
+check "--chat without a template exits 1 and suggests --chat-format" \
+      'out=$(run --chat -p hi -n 1 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q -- "--chat-format chatml"'
+check "--chat-format chatml wraps the prompt; control tokens become single ids" \
+      'run --chat-format chatml -p hi -n 1 --temp 0 >"$tmp/o" 2>/dev/null && head -1 "$tmp/o" | grep -q "^<|im_start|>user$" &&
+       grep -q "^<|im_start|>assistant$" "$tmp/o" &&
+       run --chat-format chatml -p hi -n 1 --temp 0 --print-ids 2>/dev/null | awk "{ exit !(\$1 == 510) }"'
+check "unknown --chat-format exits 1 naming the known ones" \
+      'out=$(run --chat-format vicuna -p hi 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "chatml"'
+check "--chat needs -p" 'out=$(run --chat --tokens 1 2>&1); [ $? -eq 2 ]'
+
 # ---- errors
 check "missing -m exits 2 and says so" 'out=$(run 2>&1); out=$("$NEXTN" run -p x 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "-m FILE"'
 check "missing model file exits 1 and names it" \
