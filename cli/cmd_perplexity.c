@@ -42,7 +42,7 @@ int cmd_perplexity(int argc, char **argv) {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--file", "-f", NX_ARG_STRING, &text_path, "TEXT", "text file to score", 0, 0, NULL, false},
         {"--tokens", NULL, NX_ARG_STRING, &tokens_arg, "IDS", "score these token ids instead of a file (no BOS added)", 0, 0, NULL, false},
-        {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "chunk length in tokens (default 512)", 2, 1 << 20, NULL, false},
+        {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "chunk length in tokens, >= 3 (default 512)", 3, 1 << 20, NULL, false},
         {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call (default 2048)", 1, 1 << 22, NULL, false},
         {"--chunks", NULL, NX_ARG_INT, &n_chunks_max, "N", "score at most N chunks (default all)", -1, 1 << 30, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
