@@ -162,6 +162,51 @@ static void test_matmul_thread_count_invariant(void **state) {
     free(wq);
 }
 
+/* Batch invariance: row t of a T-row product is bit-identical to the 1-row product of row t, at
+ * every ISA level (each kernel computes every row of a group with the same instruction
+ * sequence).  Speculative verification relies on this: a 4-row batch scores each position
+ * exactly as decoding it alone would. */
+static void test_matmul_batch_invariant(void **state) {
+    (void)state;
+    const int64_t T = 9;
+    float *wf = malloc(sizeof(float) * IN * OUT), *x = malloc(sizeof(float) * IN * T);
+    float *yb = malloc(sizeof(float) * T * OUT), *y1 = malloc(sizeof(float) * OUT);
+    fill(wf, IN * OUT, 5);
+    fill(x, IN * T, 6);
+    nx_pool *p = nx_pool_create(2, NULL);
+    const nx_isa best = nx_cpu_isa();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const nx_type_traits *tt = nx_type_get(types[ti]);
+        size_t rowb;
+        assert_true(nx_row_size(types[ti], IN, &rowb, NULL));
+        char *wq = malloc(rowb * OUT);
+        for (int o = 0; o < OUT; o++) tt->from_float(wf + o * IN, wq + o * rowb, IN);
+        nx_weight w;
+        assert_true(nx_weight_init(&w, wq, types[ti], IN, OUT, NULL));
+        nx_matmul_scratch s = {0};
+        for (int isa = 0; isa <= (int)best; isa++) {
+            setenv("NX_ISA", nx_isa_name((nx_isa)isa), 1);
+            assert_true(nx_matmul(p, &s, &w, x, T, yb, NULL));
+            for (int64_t t = 0; t < T; t++) {
+                assert_true(nx_matmul(p, &s, &w, x + t * IN, 1, y1, NULL));
+                if (memcmp(y1, yb + t * OUT, sizeof(float) * OUT) != 0) {
+                    print_error("%s isa=%s: row %lld of a %lld-row batch differs from the same row alone\n",
+                                tt->name, nx_isa_name((nx_isa)isa), (long long)t, (long long)T);
+                    fail();
+                }
+            }
+        }
+        unsetenv("NX_ISA");
+        nx_matmul_scratch_free(&s);
+        free(wq);
+    }
+    nx_pool_free(p);
+    free(wf);
+    free(x);
+    free(yb);
+    free(y1);
+}
+
 static void test_weight_init_errors(void **state) {
     (void)state;
     nx_weight w;
@@ -187,6 +232,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_all_types_all_T),
         cmocka_unit_test(test_matmul_thread_count_invariant),
+        cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_weight_init_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,201 @@
+/* bench_dot.c - throughput of the matmul dot kernels, in GB/s of weights consumed.
+ *
+ * For each weight type and ISA level, a matrix-vector (1 activation row) and a 4-row product
+ * with a weight matrix larger than the last-level cache (default 512 MiB, rows of 4096
+ * elements) through nx_matmul, on one thread and on all threads.  Also measures the plain
+ * read bandwidth of the machine with a streaming sum over a buffer of the same size, on one
+ * and on all threads, as the yardstick.  Prints the median of --runs timed runs (after one
+ * warm-up run) as a markdown table.
+ *
+ * usage: bench_dot [--mb N] [--runs N] [--types q8_0,q4_K,...] [--isa scalar,avx2,avx512]
+ *                  [--threads N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "matmul.h"
+#include "quant.h"
+#include "threads.h"
+
+#define IN 4096
+
+/* CPU time of the calling thread: on a shared machine, single-thread GB/s per CPU-second is
+ * what the kernel achieves while it actually holds a core (wall time also counts the time
+ * other processes hold it). */
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- streaming read bandwidth ---- */
+
+struct sum_ctx {
+    const uint64_t *p;
+    uint64_t partial[512];
+};
+
+static void sum_range(void *c, int64_t begin, int64_t end) {
+    struct sum_ctx *sc = c;
+    /* four independent chains so the adds never limit the loads */
+    uint64_t a = 0, b = 0, d = 0, e = 0;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+        a += sc->p[i];
+        b += sc->p[i + 1];
+        d += sc->p[i + 2];
+        e += sc->p[i + 3];
+    }
+    for (; i < end; i++) a += sc->p[i];
+    /* racy accumulation is fine: the value only defeats dead-code elimination */
+    sc->partial[(begin / 4096) % 512] += a + b + d + e;
+}
+
+/* GB/s by wall time; *cpu_gbs (single thread only) by thread CPU time */
+static double read_bandwidth(nx_pool *pool, const void *buf, size_t bytes, int runs, double *cpu_gbs) {
+    struct sum_ctx sc = {.p = buf};
+    double t[64], c[64];
+    nx_parallel_for(pool, (int64_t)(bytes / 8), 1 << 16, sum_range, &sc); /* warm-up */
+    for (int r = 0; r < runs; r++) {
+        double t0 = nx_time_s(), c0 = thread_cpu_s();
+        nx_parallel_for(pool, (int64_t)(bytes / 8), 1 << 16, sum_range, &sc);
+        t[r] = nx_time_s() - t0;
+        c[r] = thread_cpu_s() - c0;
+    }
+    uint64_t s = 0;
+    for (int i = 0; i < 512; i++) s += sc.partial[i];
+    if (s == 42) printf("(checksum %llu)\n", (unsigned long long)s);
+    if (cpu_gbs) *cpu_gbs = (double)bytes / median(c, runs) / 1e9;
+    return (double)bytes / median(t, runs) / 1e9;
+}
+
+/* ---- matmul throughput ---- */
+
+static bool list_has(const char *list, const char *name) {
+    if (!list) return true;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n) {
+        bool start = p == list || p[-1] == ',';
+        bool end = p[n] == '\0' || p[n] == ',';
+        if (start && end) return true;
+    }
+    return false;
+}
+
+int main(int argc, char **argv) {
+    size_t mb = 512;
+    int runs = 5, threads = 0;
+    const char *types_arg = NULL, *isa_arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa_arg = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--mb N] [--runs N] [--types a,b] [--isa scalar,avx2,avx512] [--threads N]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 64 || mb < 1) {
+        fprintf(stderr, "bench_dot: --runs must be 1..64 and --mb >= 1\n");
+        return 2;
+    }
+    nx_err err;
+    nx_pool *pool = nx_pool_create(threads, &err);
+    if (!pool) {
+        fprintf(stderr, "bench_dot: %s\n", err.msg);
+        return 1;
+    }
+    const size_t bytes = mb << 20;
+    unsigned char *buf = nx_alloc_aligned(bytes, "weights", &err); /* zeroed = touched */
+    if (!buf) {
+        fprintf(stderr, "bench_dot: %s\n", err.msg);
+        return 1;
+    }
+    const int nth = nx_pool_size(pool);
+    const nx_isa best = nx_cpu_isa();
+    printf("bench_dot: %zu MiB weights, rows of %d, median of %d runs, %d threads, best ISA %s\n\n", mb, IN, runs,
+           nth, nx_isa_name(best));
+
+    memset(buf, 1, bytes);
+    double bw1_cpu;
+    const double bw1 = read_bandwidth(NULL, buf, bytes, runs, &bw1_cpu);
+    const double bwn = read_bandwidth(pool, buf, bytes, runs, NULL);
+    printf("streaming read: 1 thread %.2f GB/s per CPU-second (%.2f GB/s wall); %d threads %.2f GB/s wall\n\n",
+           bw1_cpu, bw1, nth, bwn);
+
+    printf("| type | isa | rows | 1 thr GB/s (CPU time) | %% of 1-thr read (CPU time) | 1 thr GB/s (wall) | %d thr GB/s (wall) | %% of %d-thr read |\n",
+           nth, nth);
+    printf("|------|-----|-----:|----------------------:|---------------------------:|------------------:|------------------:|----------------:|\n");
+
+    const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q5_0,
+                             NX_TYPE_Q4_1, NX_TYPE_Q5_1, NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32};
+    static float x[4 * IN];
+    for (int i = 0; i < 4 * IN; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    for (size_t ti = 0; ti < NX_ARRAY_LEN(types); ti++) {
+        const nx_type_traits *t = nx_type_get(types[ti]);
+        if (!list_has(types_arg, t->name)) continue;
+        size_t row_bytes;
+        nx_row_size(types[ti], IN, &row_bytes, &err);
+        const int64_t out = (int64_t)(bytes / row_bytes);
+        /* realistic weights: quantise 64 random rows, replicate them over the buffer */
+        float *rows = malloc(sizeof(float) * IN * 64);
+        uint64_t s = 88172645463325252ull;
+        for (int i = 0; i < IN * 64; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            rows[i] = (float)((int64_t)(s >> 40) - (1 << 23)) / (float)(1 << 23) * 0.05f;
+        }
+        for (int64_t o = 0; o < out; o++) t->from_float(rows + (o % 64) * IN, buf + (size_t)o * row_bytes, IN);
+        free(rows);
+        nx_weight w;
+        if (!nx_weight_init(&w, buf, types[ti], IN, out, &err)) {
+            fprintf(stderr, "bench_dot: %s\n", err.msg);
+            return 1;
+        }
+        float *yb = malloc(sizeof(float) * 4 * (size_t)out);
+        nx_matmul_scratch scratch = {0};
+        for (int isa = 0; isa <= (int)best; isa++) {
+            if (!list_has(isa_arg, nx_isa_name((nx_isa)isa))) continue;
+            setenv("NX_ISA", nx_isa_name((nx_isa)isa), 1);
+            for (int T = 1; T <= 4; T += 3) {
+                double gbs[2], gbs_cpu = 0;
+                for (int pi = 0; pi < 2; pi++) {
+                    nx_pool *p = pi ? pool : NULL;
+                    double tm[64], tc[64];
+                    nx_matmul(p, &scratch, &w, x, T, yb, &err); /* warm-up */
+                    for (int r = 0; r < runs; r++) {
+                        double t0 = nx_time_s(), c0 = thread_cpu_s();
+                        nx_matmul(p, &scratch, &w, x, T, yb, &err);
+                        tm[r] = nx_time_s() - t0;
+                        tc[r] = thread_cpu_s() - c0;
+                    }
+                    gbs[pi] = (double)row_bytes * (double)out / median(tm, runs) / 1e9;
+                    if (!pi) gbs_cpu = (double)row_bytes * (double)out / median(tc, runs) / 1e9;
+                }
+                printf("| %s | %s | %d | %.2f | %.0f%% | %.2f | %.2f | %.0f%% |\n", t->name, nx_isa_name((nx_isa)isa),
+                       T, gbs_cpu, 100 * gbs_cpu / bw1_cpu, gbs[0], gbs[1], 100 * gbs[1] / bwn);
+                fflush(stdout);
+            }
+        }
+        unsetenv("NX_ISA");
+        nx_matmul_scratch_free(&scratch);
+        free(yb);
+    }
+    nx_free_aligned(buf);
+    nx_pool_free(pool);
+    return 0;
+}
