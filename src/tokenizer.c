@@ -245,13 +245,14 @@ static bool build_specials(nx_tokenizer *t, nx_err *err) {
     return true;
 }
 
-/* Id of an added (non-NORMAL) token spelled like one of names, -1 if none.  Deliberate
- * difference from llama.cpp, which also accepts NORMAL tokens: the Qwen vocabulary has a
- * normal token "</s>" (id 128247) that llama.cpp turns into a control end-of-generation token,
- * so that "</s>" in a text no longer tokenizes as HF does and ends generation mid-HTML. */
+/* Id of an added (CONTROL or USER_DEFINED) token spelled `name`, -1 if none.  Deliberate
+ * difference from llama.cpp, which accepts any token: the Qwen vocabulary has a normal token
+ * "</s>" (id 128247) that llama.cpp turns into a control end-of-generation token, so that "</s>"
+ * in a text no longer tokenizes as HF does and ends generation mid-HTML.  UNUSED padding
+ * tokens are not considered either. */
 static int32_t find_added_text(const nx_tokenizer *t, const char *name) {
     int32_t id = nx_tokenizer_find(t, name, strlen(name));
-    return id >= 0 && t->types[id] != NX_TOKEN_NORMAL ? id : -1;
+    return id >= 0 && (t->types[id] == NX_TOKEN_CONTROL || t->types[id] == NX_TOKEN_USER_DEFINED) ? id : -1;
 }
 
 /* Like find_added_text for the first name found; as llama.cpp does, a token detected this way
