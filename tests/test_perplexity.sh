@@ -70,6 +70,21 @@ awk 'BEGIN { for (i = 0; i < 6; i++) printf "the quick brown fox %d jumps over t
 check "text file input gives a final estimate" \
       '"$NEXTN" perplexity -m "$model" -f "$tmp/text.txt" -c 16 --chunks 3 >"$tmp/o" 2>"$tmp/e" && grep -q "^Final estimate: PPL = [0-9.]* +/- [0-9.]*$" "$tmp/o"'
 
+# ---- the same figures as llama.cpp's llama-perplexity (fixture: its output on the seed-42 tiny model)
+fx="${NEXTN_SRC:-.}/tests/fixtures/perplexity"
+"$NEXTN" mkmodel --preset tiny --type f32 --seed 42 -o "$tmp/t42.gguf" >/dev/null 2>&1
+"$NEXTN" perplexity -m "$tmp/t42.gguf" -f "$fx/text.txt" -c 64 --chunks 8 >"$tmp/l.out" 2>"$tmp/l.err"
+want_running=$(sed -n 1p "$fx/llama-perplexity.txt")
+want_ppl=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\)$/\1/p' "$fx/llama-perplexity.txt")
+want_err=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\)$/\2/p' "$fx/llama-perplexity.txt")
+check "llama-perplexity fixture: final PPL agrees to 1e-4" \
+      'close "$(sed -n "s/^Final estimate: PPL = \([0-9.]*\) .*/\1/p" "$tmp/l.out")" "$want_ppl" 1e-4'
+check "llama-perplexity fixture: +/- agrees to 1e-3" \
+      'close "$(sed -n "s/^Final estimate: PPL = [0-9.]* +\/- \([0-9.]*\)$/\1/p" "$tmp/l.out")" "$want_err" 1e-3'
+check "llama-perplexity fixture: the 8 running values agree to 1e-4" \
+      'paste <(grep "^\[1\]" "$tmp/l.out" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") <(echo "$want_running" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") |
+       awk "{ n++; d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-4 * \$2) bad++ } END { exit (bad > 0 || n != 8) }"'
+
 # ---- errors
 check "too few tokens exits 1 and names the need" \
       'out=$("$NEXTN" perplexity -m "$model" --tokens 1,2,3,4,5 -c 4 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "need at least 2 \* n_ctx = 8 tokens"'
