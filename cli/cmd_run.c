@@ -32,7 +32,7 @@ int cmd_run(int argc, char **argv) {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--prompt", "-p", NX_ARG_STRING, &prompt, "TEXT", "prompt text", 0, 0, NULL, false},
         {"--tokens", NULL, NX_ARG_STRING, &tokens_arg, "IDS", "prompt as token ids, e.g. 1,2,3 (instead of -p)", 0, 0, NULL, false},
-        {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "tokens to generate (default 128)", 0, 1e9, NULL, false},
+        {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "tokens to generate, -1 until EOG or a full context (default 128)", -1, 1e9, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens (default 4096)", 1, 1 << 24, NULL, false},
         {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
@@ -57,6 +57,7 @@ int cmd_run(int argc, char **argv) {
     if (rc != NX_ARGS_OK) return 2;
     if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
     if (!prompt == !tokens_arg) return nx_usage_error(CMD, "give exactly one of -p TEXT or --tokens IDS");
+    if (n_predict < 0) n_predict = INT32_MAX; /* bounded by the context instead */
     if (chat_format) chat = true;
     if (chat && !prompt) return nx_usage_error(CMD, "--chat needs -p TEXT");
     if (!nx_args_find(args, n_args, "--seed")->seen) seed = (uint64_t)time(NULL);

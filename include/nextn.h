@@ -181,6 +181,12 @@ void nextn_sampler_free(nextn_sampler *s);
 /* Samples from one row of n_vocab logits (e.g. nextn_get_logits).  Fails on NaN / +inf logits
  * or when every logit is -inf. */
 bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token, nextn_error *err);
+/* The distribution sample() draws from, after the whole chain: n entries (ids[i], probs[i]),
+ * probabilities summing to 1, sorted by descending probability whenever a truncation (top-k,
+ * top-p, min-p) or greedy is active.  ids/probs need room for n_vocab entries in the worst case
+ * (no truncation); cap smaller than the result fails and *n_out says how many are needed. */
+bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, float *probs, int32_t cap,
+                        int32_t *n_out, nextn_error *err);
 /* Records a token in the penalty history (generated tokens; prompt tokens if wanted). */
 bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err);
 /* Clears the history and re-seeds. */

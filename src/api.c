@@ -36,6 +36,7 @@ struct nextn_context {
 
 struct nextn_sampler {
     nx_sampler *s;
+    nx_dist dist;               /* result of nextn_sampler_dist before it is copied out */
 };
 
 struct nextn_stream {
@@ -386,7 +387,9 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
     nx_err ie;
     nextn_sampler *s = nx_calloc(1, sizeof *s, "sampler handle", &ie);
     if (!s) return pass(err, &ie);
-    if (!nx_sampler_create(&s->s, (int32_t)model->model->hp.n_vocab, &ip, &ie)) {
+    if (!nx_sampler_create(&s->s, (int32_t)model->model->hp.n_vocab, &ip, &ie) ||
+        !nx_dist_init(&s->dist, (int32_t)model->model->hp.n_vocab, &ie)) {
+        nx_sampler_free(s->s);
         free(s);
         return pass(err, &ie);
     }
@@ -397,6 +400,7 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
 void nextn_sampler_free(nextn_sampler *s) {
     if (!s) return;
     nx_sampler_free(s->s);
+    nx_dist_free(&s->dist);
     free(s);
 }
 
@@ -404,6 +408,23 @@ bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token,
     if (!logits) return fail(err, "sampler: logits row is NULL (were logits requested for that row?)");
     nx_err ie;
     return nx_sampler_sample(s->s, logits, token, &ie) || pass(err, &ie);
+}
+
+bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, float *probs, int32_t cap,
+                        int32_t *n_out, nextn_error *err) {
+    *n_out = 0;
+    if (!logits) return fail(err, "sampler: logits row is NULL (were logits requested for that row?)");
+    if (!ids || !probs) return fail(err, "sampler: ids and probs must not be NULL");
+    nx_err ie;
+    if (!nx_sampler_dist(s->s, logits, &s->dist, &ie)) return pass(err, &ie);
+    *n_out = s->dist.n;
+    if (cap < s->dist.n) {
+        if (err) snprintf(err->msg, sizeof err->msg, "sampler: %d entries do not fit in a buffer of %d", s->dist.n, cap);
+        return false;
+    }
+    memcpy(ids, s->dist.ids, (size_t)s->dist.n * sizeof *ids);
+    memcpy(probs, s->dist.probs, (size_t)s->dist.n * sizeof *probs);
+    return true;
 }
 
 bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err) {

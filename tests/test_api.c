@@ -324,6 +324,31 @@ static void test_sampling(void **state) {
         assert_true(nextn_sampler_sample(s2, l, &b, &err));
         assert_int_equal(a, b);
     }
+    /* the processed distribution: top-k 3 at temperature 1 = softmax over the 3 largest logits */
+    nextn_sampler_params dp = nextn_sampler_default_params();
+    dp.top_k = 3;
+    dp.top_p = 1.0f;
+    dp.min_p = 0.0f;
+    dp.temp = 1.0f;
+    nextn_sampler *sd;
+    assert_true(nextn_sampler_create(&sd, model, &dp, &err));
+    int32_t ids[3], nd = 0;
+    float probs[3];
+    int32_t small[2];
+    float small_p[2];
+    assert_false(nextn_sampler_dist(sd, l, small, small_p, 2, &nd, &err));
+    assert_int_equal(nd, 3);
+    assert_true(nextn_sampler_dist(sd, l, ids, probs, 3, &nd, &err));
+    assert_int_equal(nd, 3);
+    assert_int_equal(ids[0], best);
+    double z = 0.0;
+    for (int i = 0; i < 3; i++) z += exp((double)l[ids[i]] - l[best]);
+    for (int i = 0; i < 3; i++) {
+        assert_float_equal(probs[i], exp((double)l[ids[i]] - l[best]) / z, 1e-6);
+        for (int32_t v = 0; v < info.n_vocab; v++) /* nothing outside the kept 3 is larger */
+            if (v != ids[0] && v != ids[1] && v != ids[2]) assert_true(l[v] <= l[ids[2]]);
+    }
+    nextn_sampler_free(sd);
     nextn_sampler_reset(s1);
     nextn_sampler_free(s1);
     nextn_sampler_free(s2);

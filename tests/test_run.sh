@@ -80,4 +80,7 @@ check "too-long prompt exits 1 and names n_ctx" \
 check "generation stops when the context is full" \
       'run --tokens 1,2,3 -c 6 -n 50 --temp 0 --print-ids --no-display-prompt >"$tmp/o" 2>"$tmp/e" &&
        grep -q "context is full (n_ctx = 6)" "$tmp/e" && [ $(wc -w <"$tmp/o") -eq 4 ]'
+check "-n -1 generates until the context is full" \
+      'run --tokens 1,2 -c 8 -n -1 --temp 0 --ignore-eos --print-ids --no-display-prompt >"$tmp/o" 2>"$tmp/e" &&
+       grep -q "context is full (n_ctx = 8)" "$tmp/e" && [ $(wc -w <"$tmp/o") -eq 7 ]'
 exit $fail
