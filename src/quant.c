@@ -7,6 +7,7 @@
  */
 #include "quant_impl.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,8 +256,15 @@ static nx_isa detect_isa(void) {
     return NX_ISA_SCALAR;
 }
 
+/* CPUID is slow (a hypervisor trap on VMs) and nx_cpu_isa() is called per matmul, so the
+ * hardware level is detected once per process; it is a constant of the machine, not state. */
+static pthread_once_t hw_isa_once = PTHREAD_ONCE_INIT;
+static nx_isa hw_isa = NX_ISA_SCALAR;
+static void detect_hw_isa(void) { hw_isa = detect_isa(); }
+
 nx_isa nx_cpu_isa(void) {
-    nx_isa isa = detect_isa();
+    pthread_once(&hw_isa_once, detect_hw_isa);
+    nx_isa isa = hw_isa;
     /* NX_ISA can only lower the level (for tests and A/B benchmarks); unknown values are ignored */
     const char *env = getenv("NX_ISA");
     if (env && *env) {
