@@ -22,5 +22,6 @@ int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static const nx_command commands[] = {
     {"bench", cmd_bench, "prefill and decode speed (pp / tg, like llama-bench)"},
     {"eval", cmd_eval, "dump the logits of a token list (float32 [n_tokens][n_vocab])"},
     {"perplexity", cmd_perplexity, "perplexity of a text file (llama-perplexity's method)"},
+    {"convert", cmd_convert, "convert a Hugging Face Qwen3.5 checkpoint to GGUF"},
 };
 
 static void usage(FILE *f) {

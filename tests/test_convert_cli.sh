@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_convert_cli.sh - `nextn convert` from the command line: outputs, --force, --mtp naming, and
+# clear errors (exit 1, message naming the file/key) for broken checkpoints.
+set -u
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-convert-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+A="$NEXTN_SRC/tests/fixtures/hf-qwen35-a"
+B="$NEXTN_SRC/tests/fixtures/hf-qwen35-b"
+
+check "converts and reports MB/s"      '"$NEXTN" convert "$A" -o "$tmp/a.gguf" 2>"$tmp/log" && [ -s "$tmp/a.gguf" ] && grep -q "MB/s" "$tmp/log"'
+check "refuses to overwrite"           'out=$("$NEXTN" convert "$A" -o "$tmp/a.gguf" -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "exists (use --force"'
+check "--force overwrites"             '"$NEXTN" convert "$A" -o "$tmp/a.gguf" --force -q'
+check "--mtp writes mtp-<name>.gguf"   '"$NEXTN" convert "$A" -o "$tmp/m.gguf" --mtp -q && [ -s "$tmp/mtp-m.gguf" ] && [ ! -e "$tmp/m.gguf" ]'
+check "sharded f16 -> q8_0"            '"$NEXTN" convert "$B" -o "$tmp/b.gguf" --type q8_0 -q && "$NEXTN" info "$tmp/b.gguf" | grep -q "q8_0"'
+check "--mtp with --no-mtp is a usage error" '"$NEXTN" convert "$A" -o "$tmp/x.gguf" --mtp --no-mtp 2>/dev/null; [ $? -eq 2 ]'
+check "bad --type is a usage error"    'out=$("$NEXTN" convert "$A" -o "$tmp/x.gguf" --type q4_0 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "q4_0"'
+check "missing HF_DIR is a usage error" '"$NEXTN" convert -o "$tmp/x.gguf" 2>/dev/null; [ $? -eq 2 ]'
+
+# broken copies of the fixtures
+bad() { rm -rf "$tmp/bad"; cp -r "$1" "$tmp/bad"; }
+expect_err() { # description, expected message part
+  out=$("$NEXTN" convert "$tmp/bad" -o "$tmp/bad.gguf" --force -q 2>&1); rc=$?
+  if [ $rc -eq 1 ] && echo "$out" | grep -qF -- "$2" && [ ! -e "$tmp/bad.gguf" ]; then echo "ok: $1"
+  else echo "FAIL: $1 (rc=$rc, output: $out)"; fail=1; fi
+}
+bad "$B"; rm "$tmp/bad/model-00002-of-00003.safetensors"
+expect_err "missing shard" "missing shard 'model-00002-of-00003.safetensors'"
+bad "$A"; perl -0777 -pi -e 's/"dtype":"BF16"/"dtype":"XF16"/' "$tmp/bad/model.safetensors"
+expect_err "unknown dtype" "unknown dtype 'XF16'"
+bad "$A"; head -c 100 "$A/model.safetensors" > "$tmp/bad/model.safetensors"
+expect_err "truncated safetensors header" "truncated header"
+bad "$A"; grep -v '"hidden_size"' "$A/config.json" > "$tmp/bad/config.json"
+expect_err "missing config key" "missing required key 'hidden_size'"
+bad "$A"; sed 's/"intermediate_size": 128/"intermediate_size": 96/' "$A/config.json" > "$tmp/bad/config.json"
+expect_err "shape disagrees with config" "config.json implies"
+bad "$A"; sed 's/"Qwen3_5ForCausalLM"/"LlamaForCausalLM"/' "$A/config.json" > "$tmp/bad/config.json"
+expect_err "unsupported architecture" "architecture 'LlamaForCausalLM' is not supported"
+bad "$A"; rm "$tmp/bad/tokenizer.json"
+expect_err "missing tokenizer.json" "tokenizer.json"
+bad "$A"; echo '{"architectures": ["Qwen3_5ForCausalLM"], ' > "$tmp/bad/config.json"
+expect_err "config.json not JSON" "config.json: not a valid JSON object"
+exit $fail
