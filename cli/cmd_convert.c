@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "  --mtp       write only the MTP head (+ embeddings, output norm, head) as mtp-<OUT>.gguf\n"
             "  --no-mtp    leave the MTP head out\n"
             "  --force     replace an existing output file\n"
-            "  --name N    general.name (default: the folder name)\n"
+            "  --name N    general.name (default: the folder name, title-cased like llama.cpp)\n"
             "  -q          no progress output\n");
 }
 

@@ -547,8 +547,56 @@ static uint32_t file_type_of(uint32_t t) {
     }
 }
 
-static bool add_keys(nx_gguf_writer *w, const cv_hp *hp, const char *name, uint32_t block_count, bool nextn,
-                     uint32_t out_type, nx_err *err) {
+/* gguf-py's model_weight_count_rounded_notation(n, min_digits=2): "291K", "0.8B", "27B". */
+static void size_label(uint64_t n, char *out, size_t cap) {
+    double v;
+    const char *suffix;
+    if (n > 1e12) { v = (double)n * 1e-12; suffix = "T"; }
+    else if (n > 1e9) { v = (double)n * 1e-9; suffix = "B"; }
+    else if (n > 1e6) { v = (double)n * 1e-6; suffix = "M"; }
+    else { v = (double)n * 1e-3; suffix = "K"; }
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", nearbyint(v)); /* Python round(): ties to even */
+    const char *d = digits;
+    while (*d == '0') d++;                                  /* str(...).lstrip('0') */
+    int fix = 2 - (int)strlen(d);
+    snprintf(out, cap, "%.*f%s", fix > 0 ? fix : 0, v, suffix);
+}
+
+/* gguf-py's Metadata.id_to_title on a folder name: '-' -> ' ', and every all-lowercase word
+ * that is not a version ("v1.2") or starts with a digit is title-cased ("hf-qwen35-a" ->
+ * "Hf Qwen35 A").  ASCII only (Python's title() also handles other scripts). */
+static void id_to_title(const char *id, char *out, size_t cap) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", id);
+    for (char *p = tmp; *p; p++) if (*p == '-') *p = ' ';
+    size_t k = 0;
+    out[0] = 0;
+    for (char *w = strtok(tmp, " \t"); w && k + 1 < cap; w = strtok(NULL, " \t")) {
+        bool has_lower = false, has_upper = false;
+        for (const char *c = w; *c; c++) { has_lower |= *c >= 'a' && *c <= 'z'; has_upper |= *c >= 'A' && *c <= 'Z'; }
+        bool version = (w[0] >= '0' && w[0] <= '9');
+        if (w[0] == 'v' && w[1] >= '0' && w[1] <= '9') {
+            version = true;
+            for (const char *c = w + 1; *c; c++) if (!((*c >= '0' && *c <= '9') || *c == '.')) version = false;
+        }
+        if (k) out[k++] = ' ';
+        bool prev_letter = false;
+        for (const char *c = w; *c && k + 1 < cap; c++) {
+            char ch = *c;
+            bool letter = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+            if (has_lower && !has_upper && !version && letter) ch = prev_letter ? ch : (char)(ch - 'a' + 'A');
+            prev_letter = letter;
+            out[k++] = ch;
+        }
+        out[k] = 0;
+    }
+}
+
+static bool add_keys(nx_gguf_writer *w, const cv_hp *hp, const char *name, uint64_t n_params, uint32_t block_count,
+                     bool nextn, uint32_t out_type, nx_err *err) {
+    char label[32];
+    size_label(n_params, label, sizeof label);
     bool ok = true;
 #define A(call) ok = ok && (call)
     /* Order as llama.cpp writes them: architecture, general.*, TextModel parameters, MTP,
@@ -556,6 +604,7 @@ static bool add_keys(nx_gguf_writer *w, const cv_hp *hp, const char *name, uint3
     A(nx_gguf_add_str(w, "general.architecture", "qwen35", err));
     A(nx_gguf_add_str(w, "general.type", "model", err));
     A(nx_gguf_add_str(w, "general.name", name, err));
+    A(nx_gguf_add_str(w, "general.size_label", label, err));
     A(nx_gguf_add_u32(w, "qwen35.block_count", block_count, err));
     if (hp->has_ctx) A(nx_gguf_add_u32(w, "qwen35.context_length", hp->n_ctx, err));
     A(nx_gguf_add_u32(w, "qwen35.embedding_length", hp->E, err));
@@ -687,10 +736,16 @@ bool nx_convert_hf(const char *hf_dir, const char *out_path, const nx_convert_op
         w = nx_gguf_writer_new(err);
         ok = w != NULL;
     }
-    char nbuf[256];
-    const char *name = opts->name ? opts->name : base_name(hf_dir, nbuf, sizeof nbuf);
+    char nbuf[256], title[256];
+    const char *name = opts->name;
+    if (!name) {
+        id_to_title(base_name(hf_dir, nbuf, sizeof nbuf), title, sizeof title);
+        name = title;
+    }
+    uint64_t n_params = 0;
+    for (size_t i = 0; i < n_t; i++) n_params += ts[i].src->n_elems;
     uint32_t block_count = hp.L + (with_mtp ? hp.n_mtp : 0);
-    ok = ok && add_keys(w, &hp, name, block_count, with_mtp, opts->out_type, err);
+    ok = ok && add_keys(w, &hp, name, n_params, block_count, with_mtp, opts->out_type, err);
     ok = ok && nx_hf_vocab_add_to_gguf(&vocab, w, err);
     for (size_t i = 0; ok && i < n_t; i++)
         ok = nx_gguf_add_tensor_fn(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, fill_tensor, &ts[i], err);

@@ -38,7 +38,7 @@ typedef void (*nx_convert_progress_fn)(void *user, uint64_t done, uint64_t total
 typedef struct nx_convert_opts {
     uint32_t out_type;                  /* NX_TYPE_F32, NX_TYPE_F16, NX_TYPE_BF16 or NX_TYPE_Q8_0 */
     nx_convert_mtp mtp;
-    const char *name;                   /* general.name; NULL = the folder's base name */
+    const char *name;                   /* general.name; NULL = the folder name title-cased as llama.cpp does */
     nx_convert_progress_fn progress;    /* may be NULL */
     void *progress_user;
 } nx_convert_opts;
