@@ -7,6 +7,7 @@
  * the GGUF writer, whose fill callback produces each tensor from the mmapped source row by row.
  */
 #include "convert.h"
+#include "convert_kernels.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -253,6 +254,9 @@ struct cv_job {
     float *scratch;             /* 2 x max cols */
     uint64_t done, total;
     const nx_convert_opts *opts;
+    nx_cv_f16_to_f32_fn f16_to_f32;   /* chosen once per run (SIMD when available) */
+    nx_cv_q8_0_fn q8_0;
+    const nx_safetensors *st;
 };
 
 /* Output head index -> source head index: tiled order (new j*Hk + g) from grouped (old g*r + j). */
@@ -269,8 +273,9 @@ static void report(cv_job *job, const cv_tensor *t) {
     if (job->opts->progress) job->opts->progress(job->opts->progress_user, job->done, job->total, t->name);
 }
 
-static bool encode_row(uint32_t type, const float *x, void *dst, uint64_t n) {
+static bool encode_row(const cv_job *job, uint32_t type, const float *x, void *dst, uint64_t n) {
     switch (type) {
+    case NX_TYPE_Q8_0: job->q8_0(x, dst, n); return true;
     case NX_TYPE_F32: memcpy(dst, x, n * 4); return true;
     case NX_TYPE_F16: { uint16_t *d = dst; for (uint64_t i = 0; i < n; i++) d[i] = nx_f32_to_f16(x[i]); return true; }
     case NX_TYPE_BF16: { uint16_t *d = dst; for (uint64_t i = 0; i < n; i++) d[i] = nx_f32_to_bf16(x[i]); return true; }
@@ -293,6 +298,7 @@ static bool fill_tensor(void *user, void *dst, uint64_t nbytes, nx_err *err) {
         return nx_fail(err, "%s: writer asks for %llu bytes, expected %llu", t->name, (unsigned long long)nbytes,
                        (unsigned long long)((uint64_t)row_bytes * t->rows));
     const nx_st_tensor *s = t->src;
+    nx_st_prefetch(job->st, s);
     bool same = (s->dtype == NX_ST_F32 && t->type == NX_TYPE_F32) || (s->dtype == NX_ST_F16 && t->type == NX_TYPE_F16) ||
                 (s->dtype == NX_ST_BF16 && t->type == NX_TYPE_BF16);
     if (same && t->op == OP_NONE && t->perm == P_NONE) {
@@ -306,13 +312,17 @@ static bool fill_tensor(void *user, void *dst, uint64_t nbytes, nx_err *err) {
             job->done += n;
             report(job, t);
         }
+        nx_st_release(job->st, s);
         return true;
     }
     float *row = job->scratch, *tmp = job->scratch + t->cols;
     uint64_t since = 0, src_row_bytes = t->cols * nx_st_dtype_size(s->dtype);
     for (uint64_t r = 0; r < t->rows; r++) {
         uint64_t sr = t->perm == P_ROWS_V || t->perm == P_ROWS_ALL ? perm_src(job->hp, r, t->perm_first, t->perm_hd) : r;
-        if (!nx_st_read_f32(s, sr * t->cols, t->cols, row, err)) return nx_fail_prefix(err, "%s", t->name);
+        if (s->dtype == NX_ST_F16) /* (shape checked at open: sr * cols + cols <= n_elems) */
+            job->f16_to_f32((const uint8_t *)s->data + sr * src_row_bytes, row, t->cols);
+        else if (!nx_st_read_f32(s, sr * t->cols, t->cols, row, err))
+            return nx_fail_prefix(err, "%s", t->name);
         if (t->perm == P_COLS) {
             for (uint64_t c = 0; c < t->cols; c++) tmp[c] = row[perm_src(job->hp, c, t->perm_first, t->perm_hd)];
             memcpy(row, tmp, t->cols * sizeof *row);
@@ -323,12 +333,13 @@ static bool fill_tensor(void *user, void *dst, uint64_t nbytes, nx_err *err) {
                 row[c] = t->round_f16 ? nx_f16_to_f32(nx_f32_to_f16(v)) : v;
             }
         }
-        if (!encode_row(t->type, row, (uint8_t *)dst + r * row_bytes, t->cols))
+        if (!encode_row(job, t->type, row, (uint8_t *)dst + r * row_bytes, t->cols))
             return nx_fail(err, "%s: cannot encode type %s", t->name, nx_type_name(t->type));
         job->done += src_row_bytes;
         since += src_row_bytes;
         if (since >= (4u << 20) || r + 1 == t->rows) { report(job, t); since = 0; }
     }
+    nx_st_release(job->st, s);
     return true;
 }
 
@@ -729,6 +740,9 @@ bool nx_convert_hf(const char *hf_dir, const char *out_path, const nx_convert_op
         job.t = ts;
         job.n_t = n_t;
         job.opts = opts;
+        job.f16_to_f32 = nx_cv_f16_to_f32_best();
+        job.q8_0 = nx_cv_q8_0_best();
+        job.st = st;
         job.scratch = nx_malloc(2 * max_cols * sizeof(float), "conversion scratch", err);
         ok = job.scratch != NULL;
     }

@@ -456,6 +456,26 @@ const char *nx_st_shard_path(const nx_safetensors *st, uint32_t shard) {
 
 uint64_t nx_st_total_bytes(const nx_safetensors *st) { return st->total_bytes; }
 
+void nx_st_prefetch(const nx_safetensors *st, const nx_st_tensor *t) {
+    if (t->shard >= st->n_shards || !st->shards[t->shard].mapped || t->nbytes == 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)t->data & ~(page - 1);
+    uintptr_t b = (uintptr_t)t->data + t->nbytes;
+#ifdef MADV_POPULATE_READ
+    /* one call maps every page (instead of a page fault per 4-64 KiB); advisory */
+    if (madvise((void *)a, b - a, MADV_POPULATE_READ) == 0) return;
+#endif
+    madvise((void *)a, b - a, MADV_WILLNEED);
+}
+
+void nx_st_release(const nx_safetensors *st, const nx_st_tensor *t) {
+    if (t->shard >= st->n_shards || !st->shards[t->shard].mapped || t->nbytes == 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    uintptr_t b = ((uintptr_t)t->data + t->nbytes) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* advisory: failure changes nothing */
+}
+
 /* Exact IEEE half -> float (subnormals, inf, nan). */
 static float half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;

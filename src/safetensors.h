@@ -66,6 +66,14 @@ uint64_t nx_st_total_bytes(const nx_safetensors *st);                   /* sum o
 const char *nx_st_dtype_name(nx_st_dtype t);
 size_t nx_st_dtype_size(nx_st_dtype t);
 
+/* Tells the kernel the tensor's pages will not be read again soon (madvise DONTNEED on the
+ * whole pages inside it), so a streaming converter's resident memory stays about one tensor.
+ * Reading it later still works (the pages are faulted in again).  No-op for memory buffers. */
+void nx_st_release(const nx_safetensors *st, const nx_st_tensor *t);
+/* Asks the kernel to map the tensor's pages now (MADV_POPULATE_READ where available, else
+ * WILLNEED): a streaming reader then takes no page fault per page.  Advisory, no-op for buffers. */
+void nx_st_prefetch(const nx_safetensors *st, const nx_st_tensor *t);
+
 /* Converts elements [first, first + count) of a F32/F16/BF16 tensor to float.  Fails (naming the
  * tensor and dtype) for other dtypes or an out-of-range request. */
 bool nx_st_read_f32(const nx_st_tensor *t, uint64_t first, uint64_t count, float *dst, nx_err *err);
