@@ -271,6 +271,37 @@ static int32_t *special_slot(nx_hf_vocab *v, size_t i) {
     return slots[i];
 }
 
+/* No chat_template in tokenizer_config.json: like llama.cpp's SpecialVocab, take
+ * chat_template.jinja, else chat_template.json's "chat_template", from the tokenizer's folder
+ * (recent Qwen3.5 checkpoints ship the template as chat_template.jinja).  Absent is fine. */
+static bool load_template_file(nx_hf_vocab *v, const char *tok_path, nx_err *err) {
+    const char *slash = strrchr(tok_path, '/');
+    int dir_len = slash ? (int)(slash - tok_path) : 1;
+    const char *dir = slash ? tok_path : ".";
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s/chat_template.jinja", dir_len, dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        v->chat_template = read_text_file(path, err);
+        return v->chat_template != NULL;
+    }
+    snprintf(path, sizeof path, "%.*s/chat_template.json", dir_len, dir);
+    f = fopen(path, "rb");
+    if (!f) return true;
+    fclose(f);
+    cJSON *j = parse_json_file(path, err);
+    if (!j) return false;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+    bool ok = true;
+    if (cJSON_IsString(t)) {
+        v->chat_template = dup_bytes(t->valuestring, strlen(t->valuestring));
+        if (!v->chat_template) ok = nx_fail(err, "out of memory for the chat template");
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
 bool nx_hf_vocab_load(nx_hf_vocab *v, const char *tok_path, const char *cfg_path, const char *config_path, nx_err *err) {
     memset(v, 0, sizeof *v);
     for (size_t i = 0; i < NX_ARRAY_LEN(SPECIAL_TYPES); i++) *special_slot(v, i) = -1;
@@ -292,7 +323,11 @@ bool nx_hf_vocab_load(nx_hf_vocab *v, const char *tok_path, const char *cfg_path
         goto done;
     }
     int64_t vocab_size = -1;
-    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(config, "vocab_size");
+    /* llama.cpp merges config.json's text_config over the top level (Qwen3_5ForConditionalGeneration
+     * keeps vocab_size there), so text_config's value wins. */
+    const cJSON *text_config = cJSON_GetObjectItemCaseSensitive(config, "text_config");
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(text_config, "vocab_size");
+    if (!vs) vs = cJSON_GetObjectItemCaseSensitive(config, "vocab_size");
     if (cJSON_IsNumber(vs)) {
         if (vs->valuedouble < 1 || vs->valuedouble > 16777216) {
             nx_fail(err, "%s: vocab_size %g is out of range", config_path, vs->valuedouble);
@@ -316,6 +351,7 @@ bool nx_hf_vocab_load(nx_hf_vocab *v, const char *tok_path, const char *cfg_path
             /* config.json "<typ>_token_id" (an int; lists are ignored like the converter does) */
             snprintf(key, sizeof key, "%s_token_id", SPECIAL_TYPES[i]);
             const cJSON *c = cJSON_GetObjectItemCaseSensitive(config, key);
+            if (!c || cJSON_IsNull(c)) c = cJSON_GetObjectItemCaseSensitive(text_config, key); /* (SpecialVocab) */
             if (cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble < v->n_tokens) id = (int32_t)c->valuedouble;
         }
         if (id >= 0 && (uint32_t)id < v->n_tokens) *special_slot(v, i) = id;
@@ -327,6 +363,8 @@ bool nx_hf_vocab_load(nx_hf_vocab *v, const char *tok_path, const char *cfg_path
             nx_fail(err, "out of memory for the chat template");
             goto done;
         }
+    } else if (cfg && !tmpl && !load_template_file(v, tok_path, err)) {
+        goto done;
     }
     ok = true;
 done:

@@ -3,14 +3,17 @@
  * convert_hf_to_gguf.py would write for it:
  *   tokens      vocab + added tokens at their ids; ids up to the vocab size that nothing uses
  *               become "[PAD<id>]" of type UNUSED (vocab size = config.json vocab_size when
- *               given, else max id + 1)
+ *               given - text_config's first, as llama.cpp merges it over the top level -
+ *               else max id + 1)
  *   token types added token with special=true or that looks special (<|...|>) -> CONTROL,
  *               other added tokens -> USER_DEFINED, everything else NORMAL
  *   merges      model.merges as "left right" strings (both the string and the pair form)
  *   pre         "qwen2" / "qwen35", recognised from the Split regex of the pre_tokenizer
  *   ids         bos/eos/unk/sep/pad/cls/mask from tokenizer_config.json's *_token strings
- *               (looked up among the added tokens), else config.json's *_token_id
- *   add_bos/add_eos from tokenizer_config.json; chat_template from tokenizer_config.json
+ *               (looked up among the added tokens), else config.json's *_token_id (top
+ *               level, then text_config)
+ *   add_bos/add_eos from tokenizer_config.json; chat_template from tokenizer_config.json, else
+ *               chat_template.jinja / chat_template.json next to tokenizer.json
  * Only what Qwen-style tokenizers use is accepted; anything else is a clear error. */
 #ifndef NX_HF_TOKENIZER_H
 #define NX_HF_TOKENIZER_H

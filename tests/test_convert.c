@@ -5,6 +5,7 @@
  * PyTorch reference tools/reference/qwen35_ref.py (HF conventions, float64).
  *   a: BF16, untied head, linear k-heads 2 != v-heads 4, GQA 4/2, MTP, one file
  *   b: F16, tied head, linear k-heads 2 != v-heads 6, GQA 4/1, MTP, 3 shards, "a b" merges
+ *   c: BF16, Qwen3_5ForConditionalGeneration layout, k-heads 1 != v-heads 4, chat_template.jinja
  * Checks:
  *   - convert -> nextn forward: logits match the reference, argmax equal on every row;
  *   - the transformations, checked value by value against the safetensors source from their
@@ -34,7 +35,7 @@ static int read_tokens(int32_t *tok, int cap) {
     size_t len;
     char *raw = tu_read_file(tu_src_path("tests/fixtures/ref-qwen35.tokens"), &len);
     assert_non_null(raw);
-    char *s = calloc(len + 1, 1); /* tu_read_file does not NUL-terminate */
+    char *s = calloc(len + 1, 1);
     memcpy(s, raw, len);
     free(raw);
     int n = 0;
@@ -123,10 +124,24 @@ static void test_logits_b_f16(void **s) {
                  "tests/fixtures/ref-qwen35-b.logits.bin", 0.1);
 }
 
+static uint32_t u32(const nx_gguf *g, const char *k);
+
 /* ---- transformations, value by value ---------------------------------------------------- */
 
-static float *hf_f32(const nx_safetensors *st, const char *name, uint64_t *n) {
+/* HF tensor by its Qwen3_5ForCausalLM name; Qwen3_5ForConditionalGeneration checkpoints (fixture c)
+ * keep the text model under model.language_model. */
+static const nx_st_tensor *hf_find(const nx_safetensors *st, const char *name) {
     const nx_st_tensor *t = nx_st_find(st, name);
+    if (!t && !strncmp(name, "model.", 6)) {
+        char vl[256];
+        snprintf(vl, sizeof vl, "model.language_model.%s", name + 6);
+        t = nx_st_find(st, vl);
+    }
+    return t;
+}
+
+static float *hf_f32(const nx_safetensors *st, const char *name, uint64_t *n) {
+    const nx_st_tensor *t = hf_find(st, name);
     if (!t) fail_msg("fixture lacks %s", name);
     float *v = malloc(t->n_elems * sizeof *v);
     nx_err err;
@@ -170,7 +185,7 @@ static void check_transforms(const char *fixture, int Hk, int Hv, int dv, int L)
         {"mtp.layers.0.input_layernorm.weight", "blk.4.attn_norm.weight"},
         {"mtp.layers.0.self_attn.k_norm.weight", "blk.4.attn_k_norm.weight"},
     };
-    bool f16_src = nx_st_find(st, "model.norm.weight")->dtype == NX_ST_F16;
+    bool f16_src = hf_find(st, "model.norm.weight")->dtype == NX_ST_F16;
     for (size_t i = 0; i < NX_ARRAY_LEN(plus1); i++) {
         float *h = hf_f32(st, plus1[i][0], &n);
         const float *q = gg_f32(g, plus1[i][1], n);
@@ -195,7 +210,7 @@ static void check_transforms(const char *fixture, int Hk, int Hv, int dv, int L)
         for (int h = 0; h < Hv; h++) {
             int src = grouped_of_tiled(h, Hk, r);
             float want = -expf(a[src]);
-            if (f16_src && nx_st_find(st, "model.layers.0.linear_attn.A_log")->dtype == NX_ST_F16)
+            if (f16_src && hf_find(st, "model.layers.0.linear_attn.A_log")->dtype == NX_ST_F16)
                 want = nx_f16_to_f32(nx_f32_to_f16(want));
             assert_true(fabsf(sa[h] - want) <= 1e-6f * fabsf(want));
             assert_true(sa[h] < 0);
@@ -276,6 +291,29 @@ static void check_transforms(const char *fixture, int Hk, int Hv, int dv, int L)
 
 static void test_transforms_a(void **s) { (void)s; check_transforms("tests/fixtures/hf-qwen35-a", 2, 4, 16, 4); }
 static void test_transforms_b(void **s) { (void)s; check_transforms("tests/fixtures/hf-qwen35-b", 2, 6, 16, 4); }
+static void test_transforms_c(void **s) { (void)s; check_transforms("tests/fixtures/hf-qwen35-c", 1, 4, 16, 4); }
+
+/* c: Qwen3_5ForConditionalGeneration layout (nested text_config, model.language_model.*), one key
+ * head for four value heads, template in chat_template.jinja. */
+static void test_logits_c_f32(void **s) {
+    (void)s;
+    const char *path = convert_to("tests/fixtures/hf-qwen35-c", NX_TYPE_F32, NX_CONVERT_MTP_EMBED, "c32.gguf");
+    check_logits(path, "tests/fixtures/ref-qwen35-c.logits.bin", 1e-4);
+    nx_gguf *g;
+    nx_err err;
+    assert_true(nx_gguf_open(&g, path, &err));
+    nx_str tmpl;
+    assert_true(nx_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &err));
+    size_t len;
+    char *want = tu_read_file(tu_src_path("tests/fixtures/hf-qwen35-c/chat_template.jinja"), &len);
+    assert_non_null(want);
+    assert_int_equal(tmpl.len, len);
+    assert_memory_equal(tmpl.ptr, want, len);
+    free(want);
+    assert_int_equal(u32(g, "qwen35.ssm.group_count"), 1);
+    assert_int_equal(u32(g, "qwen35.block_count"), 5);
+    nx_gguf_close(g);
+}
 
 /* ---- keys, vocabulary, types ------------------------------------------------------------- */
 
@@ -438,6 +476,8 @@ int main(void) {
         cmocka_unit_test(test_logits_b_f16),
         cmocka_unit_test(test_transforms_a),
         cmocka_unit_test(test_transforms_b),
+        cmocka_unit_test(test_transforms_c),
+        cmocka_unit_test(test_logits_c_f32),
         cmocka_unit_test(test_keys_and_types),
         cmocka_unit_test(test_q8_0_matches_quantiser),
         cmocka_unit_test(test_mtp_split),

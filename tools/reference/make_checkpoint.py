@@ -91,7 +91,7 @@ def train_bpe(n_merges):
     return vocab, merges
 
 
-def write_tokenizer(out, n_merges, merges_as_strings):
+def write_tokenizer(out, n_merges, merges_as_strings, template_file=False):
     vocab, merges = train_bpe(n_merges)
     v = {tok: i for i, tok in enumerate(vocab)}
     added = []
@@ -120,6 +120,10 @@ def write_tokenizer(out, n_merges, merges_as_strings):
         "unk_token": None, "chat_template": CHAT_TEMPLATE,
         "added_tokens_decoder": {str(a["id"]): {k: a[k] for k in a if k != "id"} for a in added},
     }
+    if template_file:   # recent Qwen3.5 checkpoints: chat_template.jinja next to tokenizer_config.json
+        del tc["chat_template"]
+        with open(os.path.join(out, "chat_template.jinja"), "w", encoding="utf-8") as f:
+            f.write(CHAT_TEMPLATE)
     with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(tc, f, ensure_ascii=False, indent=1)
     return len(v) + len(added), {a["content"]: a["id"] for a in added}
@@ -230,11 +234,12 @@ def main(argv=None):
     ap.add_argument("--mtp", action="store_true", help="add the MTP head (mtp.*)")
     ap.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16")
     ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--template-file", action="store_true", help="chat template in chat_template.jinja")
     ap.add_argument("--vl", action="store_true", help="Qwen3_5ForConditionalGeneration layout (nested text_config)")
     a = ap.parse_args(argv)
     a.dtype_name = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[a.dtype]
     os.makedirs(a.out_dir, exist_ok=True)
-    n_tok, specials = write_tokenizer(a.out_dir, a.merges, a.merges_as_strings)
+    n_tok, specials = write_tokenizer(a.out_dir, a.merges, a.merges_as_strings, a.template_file)
     if a.vocab_size < n_tok:
         sys.exit(f"--vocab-size {a.vocab_size} < tokenizer size {n_tok}")
     rng = np.random.default_rng(a.seed)
