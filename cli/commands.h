@@ -23,5 +23,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_spec_bench(int argc, char **argv);
+int cmd_mtp_extract(int argc, char **argv);
 
 #endif

@@ -24,6 +24,8 @@ static const nx_command commands[] = {
     {"eval", cmd_eval, "dump the logits of a token list (float32 [n_tokens][n_vocab])"},
     {"perplexity", cmd_perplexity, "perplexity of a text file (llama-perplexity's method)"},
     {"convert", cmd_convert, "convert a Hugging Face Qwen3.5 checkpoint to GGUF"},
+    {"spec-bench", cmd_spec_bench, "plain vs MTP speculative decoding: speed, acceptance, verify cost"},
+    {"mtp-extract", cmd_mtp_extract, "write an mtp-only GGUF (MTP block + embeddings/norm/head) from a model"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,410 @@
+/* cmd_spec_bench.c - `nextn spec-bench`: plain vs MTP speculative decoding on token-id prompts.
+ *
+ *   nextn spec-bench -m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt ID,ID,...]
+ *                    [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P]
+ *                    [--no-adaptive] [--spec-oracle] [--temp T] [--seed S] [--runs R]
+ *                    [--verify-cost] [-t THREADS] [--kv f16|f32]
+ *
+ * Each run decodes the same prompt(s) twice: plain (one row per sequence per step) and
+ * speculative (MTP drafts verified in one target batch); prefill is not timed.  Printed: per run
+ * and as medians, tokens/s of both, the speedup, draft acceptance, mean tokens per step and the
+ * draft / verify / sampling time shares.  With greedy sampling the two outputs must be identical;
+ * the command checks it and fails otherwise.
+ *
+ * --spec-oracle: the draft tokens are replaced by the plain run's greedy continuation (the MTP
+ * passes still run and are timed), i.e. acceptance 100 %: the ceiling of the speedup that the
+ * measured draft and verify costs allow.  Benchmark only.
+ * --verify-cost: also times a target batch of k rows (k = 1 .. draft-max + 1) after the prompt
+ * and prints each as a multiple of the 1-row decode (median of 15 repetitions, rolled back).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "forward.h"
+#include "model.h"
+#include "mtp.h"
+#include "seq_ckpt.h"
+#include "spec.h"
+#include "threads.h"
+
+#define CMD "nextn spec-bench"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: " CMD " -m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt ID,ID,...]\n"
+            "          [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P] [--no-adaptive]\n"
+            "          [--spec-oracle] [--temp T] [--seed S] [--runs R] [--verify-cost] [-t THREADS] [--kv f16|f32]\n"
+            "  --prompt-len N   random prompt of N token ids (default 32; seeded by --seed)\n"
+            "  -n N_GEN         tokens to generate per sequence (default 64)\n"
+            "  --seqs S         sequences decoded together in one batch (default 1)\n"
+            "  --draft-max N    max draft tokens per step (default 3)\n"
+            "  --draft-min M    drop drafts shorter than M (default 0)\n"
+            "  --draft-p-min P  stop drafting when the draft's top probability < P (default 0)\n"
+            "  --no-adaptive    always draft draft-max tokens (no cost model)\n"
+            "  --spec-oracle    drafts = plain greedy continuation (ceiling; greedy only)\n"
+            "  --temp T         sampling temperature (default 0 = greedy; T > 0 uses top-k 40, top-p 0.95)\n"
+            "  --runs R         repetitions; medians are reported (default 3)\n"
+            "  --verify-cost    also time k-row verify batches against a 1-row decode\n");
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct options {
+    const char *model, *mtp_model, *prompt_ids;
+    bool no_mtp, oracle, verify_cost;
+    long prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, seed;
+    double p_min, temp;
+    nx_kv_type kv;
+    bool adaptive;
+} options;
+
+typedef struct run_result {
+    double tps, t_draft, t_verify, t_accept;
+    nx_spec_stats st;
+} run_result;
+
+/* Decodes n_gen tokens per sequence through a driver; out[s][i] receives them. */
+static bool decode(const options *o, nx_ctx *ctx, nx_mtp *mtp, const int32_t *prompt, int32_t n_prompt,
+                   int32_t **oracle, int32_t **out, run_result *res, nx_err *err) {
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = (int32_t)o->draft_max;
+    sp.draft_min = (int32_t)o->draft_min;
+    sp.draft_p_min = (float)o->p_min;
+    sp.adaptive = o->adaptive && !o->oracle;
+    if (o->temp > 0) {
+        sp.sampling = nx_sampler_default_params();
+        sp.sampling.temp = (float)o->temp;
+        sp.sampling.min_p = 0.0f;
+        sp.sampling.penalty_last_n = 0;
+    }
+    sp.sampling.seed = (uint64_t)o->seed;
+    nx_spec *s;
+    if (!nx_spec_create(&s, ctx, mtp, &sp, err)) return false;
+    const int S = (int)o->seqs;
+    const int32_t stride = (mtp ? sp.draft_max : 0) + 1; /* without MTP the driver drafts nothing */
+    const int32_t *prompts[256];
+    int32_t np[256], first[256], n_got[256], max_out[256];
+    int32_t *buf = malloc((size_t)S * (size_t)stride * sizeof *buf);
+    int32_t *n_out = malloc((size_t)S * sizeof *n_out);
+    bool ok = buf && n_out;
+    if (!ok) nx_fail(err, "out of memory");
+    for (int i = 0; ok && i < S; i++) {
+        prompts[i] = prompt;
+        np[i] = n_prompt;
+        if (oracle) ok = nx_spec_set_oracle(s, i, oracle[i], n_prompt + (int32_t)o->n_gen, err);
+    }
+    ok = ok && nx_spec_prefill(s, S, prompts, np, first, err);
+    nx_spec_reset_stats(s);
+    for (int i = 0; ok && i < S; i++) {
+        out[i][0] = first[i];
+        n_got[i] = 1;
+    }
+    double t0 = nx_time_s();
+    while (ok) {
+        bool any = false;
+        for (int i = 0; i < S; i++) {
+            max_out[i] = (int32_t)o->n_gen - n_got[i];
+            if (max_out[i] <= 0) nx_spec_set_active(s, i, false);
+            any = any || max_out[i] > 0;
+        }
+        if (!any) break;
+        ok = nx_spec_step(s, max_out, buf, n_out, err);
+        for (int i = 0; ok && i < S; i++)
+            for (int j = 0; j < n_out[i]; j++) out[i][n_got[i]++] = buf[i * stride + j];
+    }
+    double dt = nx_time_s() - t0;
+    if (ok) {
+        res->st = *nx_spec_get_stats(s);
+        res->tps = (double)res->st.emitted / dt;
+        res->t_draft = res->st.t_draft;
+        res->t_verify = res->st.t_verify;
+        res->t_accept = res->st.t_accept;
+    }
+    nx_spec_free(s);
+    free(buf);
+    free(n_out);
+    return ok;
+}
+
+static bool make_ctx(const options *o, const nx_model *m, int32_t n_ctx, int32_t n_snap, nx_pool *pool, nx_ctx **out,
+                     nx_err *err) {
+    nx_ctx_params p = nx_ctx_default_params();
+    p.n_ctx = n_ctx;
+    p.n_seq = (int32_t)o->seqs;
+    p.n_snapshots = n_snap;
+    p.kv_type = o->kv;
+    return nx_ctx_create(out, m, &p, pool, err);
+}
+
+/* Times k-row target batches after the prompt (k = 1 .. R + 1), rolled back after each. */
+static bool verify_cost(const options *o, const nx_model *m, const int32_t *prompt, int32_t n_prompt, nx_pool *pool,
+                        nx_err *err) {
+    const int R = (int)o->draft_max, REPS = 15;
+    nx_ctx *c;
+    if (!make_ctx(o, m, n_prompt + R + 2, R, pool, &c, err)) return false;
+    int32_t pos[512], tok[64];
+    bool ok = true;
+    for (int32_t i = 0; i < n_prompt; i++) pos[i] = i;
+    nx_batch pb = {n_prompt, prompt, pos, NULL, NULL};
+    ok = nx_forward(c, &pb, err);
+    nx_seq_ckpt ck = {0};
+    ok = ok && nx_seq_ckpt_save(&ck, c, 0, err);
+    double base = 0;
+    printf("verify cost (1 sequence, after a %d-token prompt; median of %d):\n", n_prompt, REPS);
+    for (int k = 1; ok && k <= R + 1; k++) {
+        double t[32];
+        for (int r = 0; ok && r < REPS; r++) {
+            int8_t lg[64];
+            for (int i = 0; i < k; i++) {
+                tok[i] = prompt[(i * 7) % n_prompt];
+                pos[i] = n_prompt + i;
+                lg[i] = 1;
+            }
+            nx_batch b = {k, tok, pos, NULL, lg};
+            double t0 = nx_time_s();
+            ok = nx_forward(c, &b, err);
+            t[r] = nx_time_s() - t0;
+            /* back to the prompt's end (a checkpoint restore, outside the timed region) */
+            nx_rewind_kind how;
+            ok = ok && nx_ctx_seq_rewind(c, 0, n_prompt, &ck, prompt, &how, err);
+        }
+        if (!ok) break;
+        double med = median(t, REPS);
+        if (k == 1) base = med;
+        printf("  %d row%s: %8.3f ms  = %.2fx a 1-row decode\n", k, k == 1 ? " " : "s", med * 1e3, med / base);
+    }
+    nx_seq_ckpt_free(&ck);
+    nx_ctx_free(c);
+    return ok;
+}
+
+int cmd_spec_bench(int argc, char **argv) {
+    options o = {.prompt_len = 32, .n_gen = 64, .seqs = 1, .draft_max = 3, .draft_min = 0, .runs = 3,
+                 .threads = 0, .seed = 1, .p_min = 0.0, .temp = 0.0, .kv = NX_KV_F16, .adaptive = true};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long l;
+        double d;
+#define NEED_VALUE() if (!v) { fprintf(stderr, CMD ": %s needs a value\n", a); return 2; } i++
+#define BAD(what) do { fprintf(stderr, CMD ": %s '%s': %s\n", a, v, what); return 2; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "-m")) { NEED_VALUE(); o.model = v; }
+        else if (!strcmp(a, "--mtp-model")) { NEED_VALUE(); o.mtp_model = v; }
+        else if (!strcmp(a, "--no-mtp")) o.no_mtp = true;
+        else if (!strcmp(a, "--spec-oracle")) o.oracle = true;
+        else if (!strcmp(a, "--verify-cost")) o.verify_cost = true;
+        else if (!strcmp(a, "--no-adaptive")) o.adaptive = false;
+        else if (!strcmp(a, "--prompt")) { NEED_VALUE(); o.prompt_ids = v; }
+        else if (!strcmp(a, "--prompt-len")) { NEED_VALUE(); if (!parse_int(v, 1, 4096, &l)) BAD("expected 1..4096"); o.prompt_len = l; }
+        else if (!strcmp(a, "-n")) { NEED_VALUE(); if (!parse_int(v, 1, 1 << 20, &l)) BAD("expected 1..1048576"); o.n_gen = l; }
+        else if (!strcmp(a, "--seqs")) { NEED_VALUE(); if (!parse_int(v, 1, 256, &l)) BAD("expected 1..256"); o.seqs = l; }
+        else if (!strcmp(a, "--draft-max")) { NEED_VALUE(); if (!parse_int(v, 0, 16, &l)) BAD("expected 0..16"); o.draft_max = l; }
+        else if (!strcmp(a, "--draft-min")) { NEED_VALUE(); if (!parse_int(v, 0, 16, &l)) BAD("expected 0..16"); o.draft_min = l; }
+        else if (!strcmp(a, "--draft-p-min")) { NEED_VALUE(); if (!parse_float(v, 0, 1, &d)) BAD("expected 0..1"); o.p_min = d; }
+        else if (!strcmp(a, "--temp")) { NEED_VALUE(); if (!parse_float(v, 0, 100, &d)) BAD("expected 0..100"); o.temp = d; }
+        else if (!strcmp(a, "--seed")) { NEED_VALUE(); if (!parse_int(v, 0, 1L << 62, &l)) BAD("expected >= 0"); o.seed = l; }
+        else if (!strcmp(a, "--runs")) { NEED_VALUE(); if (!parse_int(v, 1, 101, &l)) BAD("expected 1..101"); o.runs = l; }
+        else if (!strcmp(a, "-t")) { NEED_VALUE(); if (!parse_int(v, 1, 1024, &l)) BAD("expected 1..1024"); o.threads = l; }
+        else if (!strcmp(a, "--kv")) {
+            NEED_VALUE();
+            if (!strcmp(v, "f16")) o.kv = NX_KV_F16;
+            else if (!strcmp(v, "f32")) o.kv = NX_KV_F32;
+            else BAD("expected f16 or f32");
+        } else {
+            fprintf(stderr, CMD ": unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+#undef NEED_VALUE
+#undef BAD
+    }
+    if (!o.model) {
+        fprintf(stderr, CMD ": -m MODEL is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o.oracle && o.temp > 0) {
+        fprintf(stderr, CMD ": --spec-oracle needs greedy decoding (--temp 0)\n");
+        return 2;
+    }
+    if (o.no_mtp && o.mtp_model) {
+        fprintf(stderr, CMD ": --no-mtp and --mtp-model contradict each other\n");
+        return 2;
+    }
+    if (o.draft_min > o.draft_max) {
+        fprintf(stderr, CMD ": --draft-min %ld is larger than --draft-max %ld\n", o.draft_min, o.draft_max);
+        return 2;
+    }
+
+    int rc = 1;
+    nx_err err;
+    nx_model *model = NULL;
+    nx_mtp_head *head = NULL;
+    nx_pool *pool = NULL;
+    int32_t *prompt = NULL, **plain_out = NULL, **spec_out = NULL, **oracle_buf = NULL;
+    double *tp = NULL, *ts = NULL, *acc = NULL, *tps = NULL, *shd = NULL, *shv = NULL;
+    const int S = (int)o.seqs, RUNS = (int)o.runs;
+    if (!nx_model_load(&model, o.model, !o.no_mtp, &err)) goto fail;
+    if (!o.no_mtp) {
+        char notice[256];
+        if (!nx_mtp_head_open(&head, model, o.model, o.mtp_model, notice, sizeof notice, &err)) goto fail;
+        if (!head) fprintf(stderr, CMD ": %s\n", notice);
+        else fprintf(stderr, CMD ": MTP head from %s\n", head->source);
+    } else {
+        fprintf(stderr, CMD ": --no-mtp: plain decoding only\n");
+    }
+    pool = nx_pool_create((int)o.threads, &err);
+    if (!pool) goto fail;
+    /* prompt */
+    int32_t n_prompt = 0;
+    prompt = malloc(4096 * sizeof *prompt);
+    if (!prompt) { nx_fail(&err, "out of memory"); goto fail; }
+    if (o.prompt_ids) {
+        const char *p = o.prompt_ids;
+        while (*p) {
+            char *end;
+            long id = strtol(p, &end, 10);
+            if (end == p || id < 0 || id >= (long)model->hp.n_vocab || n_prompt >= 4096) {
+                fprintf(stderr, CMD ": --prompt: bad token id list at '%s' (ids 0..%u, comma separated)\n", p,
+                        model->hp.n_vocab - 1);
+                rc = 2;
+                goto fail_quiet;
+            }
+            prompt[n_prompt++] = (int32_t)id;
+            p = *end == ',' ? end + 1 : end;
+            if (*end && *end != ',') { fprintf(stderr, CMD ": --prompt: unexpected '%c'\n", *end); rc = 2; goto fail_quiet; }
+        }
+    } else {
+        uint64_t x = (uint64_t)o.seed * 0x9e3779b97f4a7c15ULL + 1;
+        for (n_prompt = 0; n_prompt < o.prompt_len; n_prompt++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            prompt[n_prompt] = (int32_t)(x % (model->hp.n_vocab - 3)); /* no special tokens */
+        }
+    }
+    const int32_t n_ctx = n_prompt + (int32_t)o.n_gen + (int32_t)o.draft_max + 2;
+    plain_out = calloc((size_t)S, sizeof *plain_out);
+    spec_out = calloc((size_t)S, sizeof *spec_out);
+    tp = calloc((size_t)RUNS, sizeof *tp); ts = calloc((size_t)RUNS, sizeof *ts);
+    acc = calloc((size_t)RUNS, sizeof *acc); tps = calloc((size_t)RUNS, sizeof *tps);
+    shd = calloc((size_t)RUNS, sizeof *shd); shv = calloc((size_t)RUNS, sizeof *shv);
+    if (!plain_out || !spec_out || !tp || !ts || !acc || !tps || !shd || !shv) { nx_fail(&err, "out of memory"); goto fail; }
+    for (int i = 0; i < S; i++) {
+        plain_out[i] = calloc((size_t)(n_prompt + o.n_gen + 32), sizeof **plain_out);
+        spec_out[i] = calloc((size_t)(n_prompt + o.n_gen + 32), sizeof **spec_out);
+        if (!plain_out[i] || !spec_out[i]) { nx_fail(&err, "out of memory"); goto fail; }
+    }
+    printf("model %s: %u layers, E %u, vocab %u; prompt %d tokens, %ld generated x %d sequence%s, %d threads, %s\n",
+           o.model, model->hp.n_layer, model->hp.n_embd, model->hp.n_vocab, n_prompt, o.n_gen, S, S > 1 ? "s" : "",
+           nx_pool_size(pool), o.temp > 0 ? "sampling" : "greedy");
+    if (o.verify_cost && !verify_cost(&o, model, prompt, n_prompt, pool, &err)) goto fail;
+    int32_t **oracle = NULL;
+    if (o.oracle && head) {
+        oracle = oracle_buf = calloc((size_t)S, sizeof *oracle_buf);
+        for (int i = 0; oracle_buf && i < S; i++)
+            if (!(oracle_buf[i] = calloc((size_t)(n_prompt + o.n_gen), sizeof **oracle_buf))) oracle = NULL;
+        if (!oracle) { nx_fail(&err, "out of memory"); goto fail; }
+    }
+    for (int r = 0; r < RUNS; r++) {
+        run_result pr = {0}, sr = {0};
+        nx_ctx *c = NULL, *c2 = NULL;
+        nx_mtp *m = NULL;
+        bool ok = make_ctx(&o, model, n_ctx, 0, pool, &c, &err) &&
+                  decode(&o, c, NULL, prompt, n_prompt, NULL, plain_out, &pr, &err);
+        nx_ctx_free(c);
+        if (!ok) goto fail;
+        tp[r] = pr.tps;
+        if (!head) {
+            printf("run %d: plain %.2f tok/s\n", r + 1, pr.tps);
+            continue;
+        }
+        if (o.oracle) {
+            /* the plain continuation at absolute positions: prompt, then generated tokens */
+            for (int i = 0; i < S; i++) {
+                memcpy(oracle[i], prompt, (size_t)n_prompt * sizeof *prompt);
+                memcpy(oracle[i] + n_prompt, plain_out[i], (size_t)o.n_gen * sizeof *prompt);
+            }
+        }
+        ok = make_ctx(&o, model, n_ctx, (int32_t)o.draft_max, pool, &c2, &err) &&
+             nx_mtp_create(&m, head, n_ctx, S, o.kv, pool, &err) &&
+             decode(&o, c2, m, prompt, n_prompt, oracle, spec_out, &sr, &err);
+        nx_mtp_free(m);
+        nx_ctx_free(c2);
+        if (!ok) goto fail;
+        if (o.temp <= 0)
+            for (int i = 0; i < S; i++)
+                if (memcmp(plain_out[i], spec_out[i], (size_t)o.n_gen * sizeof(int32_t))) {
+                    nx_fail(&err, "greedy speculative output differs from plain output (sequence %d)", i);
+                    goto fail;
+                }
+        const double tot = sr.t_draft + sr.t_verify + sr.t_accept;
+        ts[r] = sr.tps;
+        acc[r] = sr.st.drafted ? (double)sr.st.accepted / (double)sr.st.drafted : 0.0;
+        tps[r] = sr.st.steps ? (double)sr.st.emitted / (double)sr.st.steps : 0.0;
+        shd[r] = tot > 0 ? sr.t_draft / tot : 0;
+        shv[r] = tot > 0 ? sr.t_verify / tot : 0;
+        printf("run %d: plain %.2f tok/s | spec %.2f tok/s (%.2fx) | acceptance %.1f%% (%lld/%lld) | %.2f tokens/step "
+               "| %lld of %lld steps drafted | time: draft %.0f%% verify %.0f%% sampling %.0f%%\n",
+               r + 1, pr.tps, sr.tps, sr.tps / pr.tps, 100 * acc[r], (long long)sr.st.accepted,
+               (long long)sr.st.drafted, tps[r], (long long)sr.st.spec_steps, (long long)sr.st.steps, 100 * shd[r],
+               100 * shv[r], tot > 0 ? 100 * sr.t_accept / tot : 0.0);
+    }
+    {
+        double mp = median(tp, RUNS);
+        if (!head) {
+            printf("median of %d: plain %.2f tok/s\n", RUNS, mp);
+        } else {
+            double ms = median(ts, RUNS);
+            printf("median of %d: plain %.2f tok/s, spec%s %.2f tok/s, speedup %.2fx, acceptance %.1f%%, %.2f tokens/step, "
+                   "draft share %.0f%%, verify share %.0f%%%s\n",
+                   RUNS, mp, o.oracle ? " (oracle)" : "", ms, ms / mp, 100 * median(acc, RUNS), median(tps, RUNS),
+                   100 * median(shd, RUNS), 100 * median(shv, RUNS),
+                   o.temp <= 0 ? "; outputs identical" : "");
+        }
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, CMD ": %s\n", err.msg);
+fail_quiet:
+done:
+    if (plain_out) for (int i = 0; i < S; i++) free(plain_out[i]);
+    if (spec_out) for (int i = 0; i < S; i++) free(spec_out[i]);
+    if (oracle_buf) for (int i = 0; i < S; i++) free(oracle_buf[i]);
+    free(oracle_buf);
+    free(plain_out); free(spec_out); free(prompt);
+    free(tp); free(ts); free(acc); free(tps); free(shd); free(shv);
+    nx_pool_free(pool);
+    nx_mtp_head_free(head);
+    nx_model_free(model);
+    return rc;
+}

@@ -1,0 +1,537 @@
+/* spec.c - MTP speculative decoding driver (see spec.h for the data flow and invariants). */
+#include "spec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NX_SPEC_MAX_DRAFT 16  /* draft_max limit (snapshot slots cost memory per slot) */
+#define MIRROR_FLUSH 64       /* backlog rows that force an MTP pass even when not drafting */
+#define PREFILL_CHUNK 512
+
+typedef struct seq_state {
+    bool active;
+    int32_t id_last;          /* last emitted token, not yet decoded by the target */
+    float *pending_h;         /* [E] target hidden of position n_past - 1 (zeros at start) */
+    float *chain_h;           /* [E] MTP hout of the previous draft pass */
+    int32_t n_mir;            /* mirror backlog rows */
+    int32_t *mir_tok;         /* [mir_cap] */
+    float *mir_h;             /* [mir_cap][E] */
+    nx_sampler *smp;
+    nx_dist *q;               /* [draft_max] draft distributions (T > 0) */
+    int32_t draft[NX_SPEC_MAX_DRAFT];
+    int32_t n_draft;
+    int32_t cap;              /* draft length allowed this step */
+    bool drafting;            /* still drafting in this step */
+    bool ran_mtp;             /* pass 0 ran this step: the MTP holds (id_last, pending_h) at n_past */
+    int32_t row;              /* row of this sequence in the current batch */
+    int32_t *oracle;
+    int32_t n_oracle;
+} seq_state;
+
+struct nx_spec {
+    nx_ctx *tgt;
+    nx_mtp *mtp;
+    nx_spec_params p;
+    int32_t n_seq, E, V, n_ctx, mir_cap;
+    bool greedy;
+    seq_state *seq;
+    nx_dist pd, scratch;
+    /* batch scratch */
+    int32_t cap_rows;
+    int32_t *b_tok, *b_pos, *b_seq;
+    int8_t *b_lg;
+    float *b_h;
+    /* cost model */
+    double t_pass;            /* EMA seconds of one MTP draft pass */
+    bool have_pass;
+    double t_ver[NX_SPEC_MAX_DRAFT + 2]; /* EMA seconds of a verify with n rows per sequence */
+    bool have_ver[NX_SPEC_MAX_DRAFT + 2];
+    double acc_succ, acc_trials; /* decayed counts for the per-token acceptance */
+    int32_t plain_run, probe;
+    bool probing;
+    int32_t next_N;
+    nx_spec_stats st;
+};
+
+nx_spec_params nx_spec_default_params(void) {
+    nx_spec_params p = {.draft_max = 3, .draft_min = 0, .draft_p_min = 0.0f, .adaptive = true,
+                        .sampling = nx_sampler_greedy_params()};
+    return p;
+}
+
+static void free_seq(seq_state *q, int32_t draft_max) {
+    nx_free_aligned(q->pending_h);
+    nx_free_aligned(q->chain_h);
+    nx_free_aligned(q->mir_h);
+    free(q->mir_tok);
+    nx_sampler_free(q->smp);
+    if (q->q)
+        for (int i = 0; i < draft_max; i++) nx_dist_free(&q->q[i]);
+    free(q->q);
+    free(q->oracle);
+}
+
+void nx_spec_free(nx_spec *s) {
+    if (!s) return;
+    if (s->seq)
+        for (int i = 0; i < s->n_seq; i++) free_seq(&s->seq[i], s->p.draft_max);
+    free(s->seq);
+    nx_dist_free(&s->pd);
+    nx_dist_free(&s->scratch);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_lg);
+    nx_free_aligned(s->b_h);
+    free(s);
+}
+
+bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_params *p, nx_err *err) {
+    *out = NULL;
+    const nx_ctx_params *cp = nx_ctx_params_of(target);
+    const nx_hparams *hp = &nx_ctx_model(target)->hp;
+    if (p->draft_max < 0 || p->draft_max > NX_SPEC_MAX_DRAFT)
+        return nx_fail(err, "--draft-max %d out of range (0..%d)", p->draft_max, NX_SPEC_MAX_DRAFT);
+    if (p->draft_min < 0 || p->draft_min > p->draft_max)
+        return nx_fail(err, "--draft-min %d out of range (0..draft-max = %d)", p->draft_min, p->draft_max);
+    if (!(p->draft_p_min >= 0.0f && p->draft_p_min <= 1.0f))
+        return nx_fail(err, "--draft-p-min %g out of range (0..1)", (double)p->draft_p_min);
+    if (!nx_sampler_params_check(&p->sampling, err)) return false;
+    if (mtp) {
+        if (cp->n_snapshots < p->draft_max)
+            return nx_fail(err, "speculative decoding: the target context has %d recurrent snapshot slots, draft-max %d "
+                           "needs %d", cp->n_snapshots, p->draft_max, p->draft_max);
+        if (nx_ctx_params_of(nx_mtp_ctx(mtp))->n_seq < cp->n_seq || nx_ctx_params_of(nx_mtp_ctx(mtp))->n_ctx < cp->n_ctx)
+            return nx_fail(err, "speculative decoding: the MTP context is smaller than the target context");
+        if (nx_mtp_n_embd(mtp) != (int32_t)hp->n_embd || nx_mtp_n_vocab(mtp) != (int32_t)hp->n_vocab)
+            return nx_fail(err, "speculative decoding: MTP and target sizes differ");
+    }
+    nx_spec *s = nx_calloc(1, sizeof *s, "speculative driver", err);
+    if (!s) return false;
+    s->tgt = target;
+    s->mtp = mtp;
+    s->p = *p;
+    if (!mtp) s->p.draft_max = 0;
+    s->n_seq = cp->n_seq;
+    s->E = (int32_t)hp->n_embd;
+    s->V = (int32_t)hp->n_vocab;
+    s->n_ctx = cp->n_ctx;
+    s->greedy = p->sampling.temp <= 0.0f;
+    s->mir_cap = MIRROR_FLUSH + s->p.draft_max + 2;
+    s->probe = 8;
+    const size_t E = (size_t)s->E;
+    s->seq = nx_calloc((size_t)s->n_seq, sizeof *s->seq, "speculative driver", err);
+    if (!s->seq || !nx_dist_init(&s->pd, s->V, err) || !nx_dist_init(&s->scratch, s->V, err)) goto fail;
+    for (int i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        nx_sampler_params sp = p->sampling;
+        sp.seed = p->sampling.seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL; /* independent streams */
+        q->pending_h = nx_alloc_aligned(E * sizeof(float), "pending hidden", err);
+        q->chain_h = q->pending_h ? nx_alloc_aligned(E * sizeof(float), "draft hidden", err) : NULL;
+        q->mir_h = q->chain_h ? nx_alloc_aligned((size_t)s->mir_cap * E * sizeof(float), "mirror rows", err) : NULL;
+        q->mir_tok = q->mir_h ? nx_malloc((size_t)s->mir_cap * sizeof *q->mir_tok, "mirror rows", err) : NULL;
+        if (!q->mir_tok || !nx_sampler_create(&q->smp, s->V, &sp, err)) goto fail;
+        memset(q->pending_h, 0, E * sizeof(float));
+        if (s->p.draft_max > 0) {
+            q->q = nx_calloc((size_t)s->p.draft_max, sizeof *q->q, "draft distributions", err);
+            if (!q->q) goto fail;
+            for (int j = 0; j < s->p.draft_max; j++)
+                if (!nx_dist_init(&q->q[j], s->V, err)) goto fail;
+        }
+    }
+    s->cap_rows = NX_MAX(PREFILL_CHUNK, s->n_seq * (s->mir_cap + 1));
+    s->b_tok = nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err);
+    s->b_pos = s->b_tok ? nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err) : NULL;
+    s->b_seq = s->b_pos ? nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err) : NULL;
+    s->b_lg = s->b_seq ? nx_malloc((size_t)s->cap_rows, "batch", err) : NULL;
+    s->b_h = s->b_lg ? nx_alloc_aligned((size_t)s->cap_rows * E * sizeof(float), "batch", err) : NULL;
+    if (!s->b_h) goto fail;
+    s->next_N = s->p.draft_max;
+    *out = s;
+    return true;
+fail:
+    nx_spec_free(s);
+    return false;
+}
+
+void nx_spec_set_active(nx_spec *s, int32_t seq, bool active) {
+    if (seq >= 0 && seq < s->n_seq) s->seq[seq].active = active;
+}
+bool nx_spec_active(const nx_spec *s, int32_t seq) { return seq >= 0 && seq < s->n_seq && s->seq[seq].active; }
+const nx_spec_stats *nx_spec_get_stats(const nx_spec *s) { return &s->st; }
+void nx_spec_reset_stats(nx_spec *s) { memset(&s->st, 0, sizeof s->st); }
+int32_t nx_spec_current_draft(const nx_spec *s) { return s->next_N; }
+
+bool nx_spec_check(const nx_spec *s, nx_err *err) {
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        const seq_state *q = &s->seq[i];
+        if (!q->active || !s->mtp) continue;
+        int32_t t = nx_ctx_n_past(s->tgt, i), m = nx_mtp_n_past(s->mtp, i);
+        if (m + q->n_mir != t)
+            return nx_fail(err, "sequence %d: MTP cache %d + backlog %d != target positions %d", i, m, q->n_mir, t);
+    }
+    return true;
+}
+
+bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "oracle: sequence %d out of range", seq);
+    if (!s->greedy) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
+    seq_state *q = &s->seq[seq];
+    free(q->oracle);
+    q->oracle = nx_malloc((size_t)NX_MAX(n, 1) * sizeof *q->oracle, "oracle tokens", err);
+    if (!q->oracle) return false;
+    memcpy(q->oracle, tokens, (size_t)n * sizeof *tokens);
+    q->n_oracle = n;
+    return true;
+}
+
+/* ---- prefill -------------------------------------------------------------------------------- */
+
+/* MTP pass over the target batch just decoded: same tokens/positions, hidden shifted by one
+ * row within each sequence, the first row of a sequence gets its pending_h.  Updates pending_h. */
+static bool mirror_batch(nx_spec *s, int32_t n, nx_err *err) {
+    const size_t E = (size_t)s->E;
+    const float *hid = nx_ctx_hidden(s->tgt);
+    for (int32_t t = 0; t < n; t++) {
+        seq_state *q = &s->seq[s->b_seq[t]];
+        memcpy(s->b_h + (size_t)t * E, q->pending_h, E * sizeof(float));
+        memcpy(q->pending_h, hid + (size_t)t * E, E * sizeof(float));
+    }
+    if (!s->mtp) return true;
+    memset(s->b_lg, 0, (size_t)n);
+    s->st.mtp_rows += n;
+    return nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err);
+}
+
+bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, const int32_t *n_prompt,
+                     int32_t *first, nx_err *err) {
+    if (n_seq <= 0 || n_seq > s->n_seq)
+        return nx_fail(err, "prefill: %d sequences (the context has %d)", n_seq, s->n_seq);
+    for (int32_t i = 0; i < n_seq; i++) {
+        if (n_prompt[i] <= 0) return nx_fail(err, "prefill: sequence %d has an empty prompt", i);
+        if (n_prompt[i] >= s->n_ctx)
+            return nx_fail(err, "prefill: prompt of sequence %d has %d tokens, the context holds %d", i, n_prompt[i],
+                           s->n_ctx);
+        if (nx_ctx_n_past(s->tgt, i) != 0 || (s->mtp && nx_mtp_n_past(s->mtp, i) != 0))
+            return nx_fail(err, "prefill: sequence %d is not empty", i);
+    }
+    double t0 = nx_time_s();
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        q->active = false;
+        q->n_mir = 0;
+        memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
+        nx_sampler_reset(q->smp);
+    }
+    int32_t si = 0, pi = 0;
+    while (si < n_seq) {
+        int32_t n = 0;
+        while (n < PREFILL_CHUNK && si < n_seq) {
+            s->b_tok[n] = prompt[si][pi];
+            s->b_pos[n] = pi;
+            s->b_seq[n] = si;
+            s->b_lg[n] = pi == n_prompt[si] - 1;
+            n++;
+            if (++pi == n_prompt[si]) {
+                si++;
+                pi = 0;
+            }
+        }
+        nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+        if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
+        for (int32_t t = 0; t < n; t++) {
+            if (!s->b_lg[t]) continue;
+            seq_state *q = &s->seq[s->b_seq[t]];
+            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, t), &first[s->b_seq[t]], err) ||
+                !nx_sampler_accept(q->smp, first[s->b_seq[t]], err))
+                return false;
+            q->id_last = first[s->b_seq[t]];
+            q->active = true;
+        }
+        if (!mirror_batch(s, n, err)) return nx_fail_prefix(err, "prefill MTP mirror");
+    }
+    s->st.t_prefill += nx_time_s() - t0;
+    return true;
+}
+
+/* ---- cost model ---------------------------------------------------------------------------- */
+
+static double est_verify_raw(const nx_spec *s, int n) {
+    if (s->have_ver[n]) return s->t_ver[n];
+    int lo = -1, hi = -1;
+    for (int i = n - 1; i >= 1 && lo < 0; i--)
+        if (s->have_ver[i]) lo = i;
+    for (int i = n + 1; i <= s->p.draft_max + 1 && hi < 0; i++)
+        if (s->have_ver[i]) hi = i;
+    if (lo > 0 && hi > 0) return s->t_ver[lo] + (s->t_ver[hi] - s->t_ver[lo]) * (n - lo) / (hi - lo);
+    int k = lo > 0 ? lo : hi;
+    if (k < 0) return 0.0;
+    /* one measured point: assume each extra row costs 10% of a one-row pass (a prior) */
+    return s->t_ver[k] * (1.0 + 0.1 * (n - 1)) / (1.0 + 0.1 * (k - 1));
+}
+
+/* A verify of more rows never costs less than one of fewer (noise on a shared machine could
+ * make the raw estimates say otherwise and lure the model into drafting). */
+static double est_verify(const nx_spec *s, int n) {
+    double t = est_verify_raw(s, 1);
+    for (int i = 2; i <= n; i++) t = fmax(t, est_verify_raw(s, i));
+    return t;
+}
+
+static int32_t choose_N(nx_spec *s) {
+    s->probing = false;
+    if (!s->mtp || s->p.draft_max == 0) return 0;
+    if (!s->p.adaptive) return s->p.draft_max;
+    bool measured = false;
+    for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->have_ver[i];
+    if (!s->have_pass || !measured) return s->p.draft_max; /* measure a full step first */
+    /* a weak prior (a quarter of a success in half a trial) so that a few rejections suffice */
+    const double a = (s->acc_succ + 0.25) / (s->acc_trials + 0.5);
+    int32_t best = 0;
+    /* speculation must beat plain decoding by 3% to be chosen: estimates are noisy */
+    double best_rate = 1.03 / est_verify(s, 1);
+    double tokens = 1.0, ai = 1.0;
+    for (int32_t n = 1; n <= s->p.draft_max; n++) {
+        ai *= a;
+        tokens += ai;
+        double rate = tokens / (n * s->t_pass + est_verify(s, n + 1));
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = n;
+        }
+    }
+    if (best > 0) {
+        s->plain_run = 0;
+        return best;
+    }
+    if (++s->plain_run >= s->probe) {
+        s->plain_run = 0;
+        s->probing = true;
+        return 1;
+    }
+    return 0;
+}
+
+static void ema(double *v, bool *have, double x) {
+    *v = *have ? 0.8 * *v + 0.2 * x : x;
+    *have = true;
+}
+
+/* ---- drafting ------------------------------------------------------------------------------- */
+
+/* Chooses the next draft token of q from its MTP logits row (pass j).  Returns false with
+ * *stop when drafting should end without a token. */
+static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *logits, bool *stop, nx_err *err) {
+    const int32_t j = q->n_draft;
+    int32_t d;
+    double top;
+    *stop = false;
+    if (q->oracle) {
+        int32_t at = n_past + 1 + j;
+        if (at >= q->n_oracle) {
+            *stop = true;
+            return true;
+        }
+        d = q->oracle[at];
+        top = 1.0;
+    } else if (s->greedy) {
+        if (!nx_sampler_sample(q->smp, logits, &d, err)) return false;
+        /* confidence: softmax of the raw logits at temperature 1 */
+        float mx = logits[0];
+        for (int32_t i = 1; i < s->V; i++) mx = logits[i] > mx ? logits[i] : mx;
+        double sum = 0.0;
+        for (int32_t i = 0; i < s->V; i++) sum += exp((double)logits[i] - mx);
+        top = exp((double)logits[d] - mx) / sum;
+    } else {
+        if (!nx_sampler_dist(q->smp, logits, &q->q[j], err)) return false;
+        d = nx_sampler_draw(q->smp, &q->q[j]);
+        top = 0.0;
+        for (int32_t i = 0; i < q->q[j].n; i++) top = fmax(top, q->q[j].probs[i]);
+    }
+    if (top < s->p.draft_p_min) {
+        *stop = true;
+        return true;
+    }
+    q->draft[q->n_draft++] = d;
+    /* the next draft's distribution sees d in the penalty history, like the target will */
+    return nx_sampler_accept(q->smp, d, err);
+}
+
+static bool draft_all(nx_spec *s, nx_err *err) {
+    const size_t E = (size_t)s->E;
+    bool any = false;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        q->n_draft = 0;
+        q->ran_mtp = false;
+        q->drafting = q->active && q->cap > 0;
+        any = any || q->drafting || (q->active && q->n_mir >= MIRROR_FLUSH);
+    }
+    if (!s->mtp || !any) return true;
+    for (int32_t pass = 0;; pass++) {
+        int32_t n = 0;
+        for (int32_t i = 0; i < s->n_seq; i++) {
+            seq_state *q = &s->seq[i];
+            if (pass == 0 && (q->drafting || (q->active && q->n_mir >= MIRROR_FLUSH))) {
+                /* the backlog first: positions n_past - n_mir .. n_past - 1 */
+                int32_t p0 = nx_ctx_n_past(s->tgt, i) - q->n_mir;
+                for (int32_t r = 0; r < q->n_mir; r++, n++) {
+                    s->b_tok[n] = q->mir_tok[r];
+                    s->b_pos[n] = p0 + r;
+                    s->b_seq[n] = i;
+                    s->b_lg[n] = 0;
+                    memcpy(s->b_h + (size_t)n * E, q->mir_h + (size_t)r * E, E * sizeof(float));
+                }
+                q->n_mir = 0;
+            }
+            if (!q->drafting) continue;
+            const int32_t n_past = nx_ctx_n_past(s->tgt, i);
+            s->b_tok[n] = pass == 0 ? q->id_last : q->draft[pass - 1];
+            s->b_pos[n] = n_past + pass;
+            s->b_seq[n] = i;
+            s->b_lg[n] = 1;
+            memcpy(s->b_h + (size_t)n * E, pass == 0 ? q->pending_h : q->chain_h, E * sizeof(float));
+            q->row = n++;
+            q->ran_mtp = true;
+        }
+        if (n == 0) break;
+        double t0 = nx_time_s();
+        if (!nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err))
+            return nx_fail_prefix(err, "draft");
+        s->st.mtp_rows += n;
+        bool more = false;
+        for (int32_t i = 0; i < s->n_seq; i++) {
+            seq_state *q = &s->seq[i];
+            if (!q->drafting) continue;
+            bool stop;
+            if (!pick_draft(s, q, nx_ctx_n_past(s->tgt, i), nx_mtp_logits(s->mtp, q->row), &stop, err)) return false;
+            memcpy(q->chain_h, nx_mtp_hidden(s->mtp) + (size_t)q->row * E, E * sizeof(float));
+            if (stop || q->n_draft >= q->cap) q->drafting = false;
+            more = more || q->drafting;
+        }
+        double dt = nx_time_s() - t0;
+        s->st.t_draft += dt;
+        ema(&s->t_pass, &s->have_pass, dt); /* pass 0 also carries the backlog: a real cost of drafting */
+        if (!more) break;
+    }
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        if (!q->ran_mtp) continue;
+        /* forget the draft rows; (id_last, pending_h) at n_past is a true mirror row and stays */
+        if (!nx_mtp_truncate(s->mtp, i, nx_ctx_n_past(s->tgt, i) + 1, err)) return false;
+        nx_sampler_rollback(q->smp, q->n_draft);
+        if (q->n_draft < s->p.draft_min) q->n_draft = 0;
+    }
+    return true;
+}
+
+/* ---- a step -------------------------------------------------------------------------------- */
+
+static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_err *err) {
+    seq_state *q = &s->seq[i];
+    const size_t E = (size_t)s->E;
+    int32_t k = 0, tok = -1;
+    bool rejected = false;
+    for (; k < q->n_draft; k++) {
+        const float *lg = nx_ctx_logits(s->tgt, q->row + k);
+        bool acc;
+        if (s->greedy) {
+            if (!nx_sampler_sample(q->smp, lg, &tok, err)) return false;
+            acc = tok == q->draft[k];
+        } else {
+            if (!nx_sampler_dist(q->smp, lg, &s->pd, err) ||
+                !nx_sampler_spec_accept(q->smp, &s->pd, &q->q[k], q->draft[k], &s->scratch, &tok, &acc, err))
+                return false;
+        }
+        if (!acc) {
+            rejected = true;
+            break;
+        }
+        if (!nx_sampler_accept(q->smp, q->draft[k], err)) return false;
+        out[k] = q->draft[k];
+    }
+    if (!rejected && !nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, q->row + q->n_draft), &tok, err)) return false;
+    if (!nx_sampler_accept(q->smp, tok, err)) return false;
+    out[k] = tok;
+    *n_out = k + 1;
+    /* acceptance statistics: k successes out of k (+1 if a draft was rejected) trials */
+    if (q->n_draft > 0) {
+        s->acc_succ = 0.97 * s->acc_succ + k;
+        s->acc_trials = 0.97 * s->acc_trials + k + (rejected ? 1 : 0);
+        s->st.spec_steps++;
+        s->st.drafted += q->n_draft;
+        s->st.accepted += k;
+    }
+    /* target: keep [id_last, d1..dk] */
+    if (!nx_ctx_seq_rollback(s->tgt, i, q->n_draft - k, err)) return nx_fail_prefix(err, "verify rollback");
+    /* MTP backlog: rows (x_p, h_{p-1}) for the newly kept positions not yet in the MTP cache */
+    const float *hid = nx_ctx_hidden(s->tgt) + (size_t)q->row * E;
+    if (!q->ran_mtp) {
+        q->mir_tok[q->n_mir] = q->id_last;
+        memcpy(q->mir_h + (size_t)q->n_mir * E, q->pending_h, E * sizeof(float));
+        q->n_mir++;
+    }
+    for (int32_t r = 0; r < k; r++, q->n_mir++) {
+        q->mir_tok[q->n_mir] = q->draft[r];
+        memcpy(q->mir_h + (size_t)q->n_mir * E, hid + (size_t)r * E, E * sizeof(float));
+    }
+    memcpy(q->pending_h, hid + (size_t)k * E, E * sizeof(float));
+    q->id_last = tok;
+    return true;
+}
+
+bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nx_err *err) {
+    const int32_t stride = s->p.draft_max + 1;
+    const int32_t N = choose_N(s);
+    bool any = false;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        n_out[i] = 0;
+        if (!q->active) continue;
+        const int32_t room = s->n_ctx - 1 - nx_ctx_n_past(s->tgt, i);
+        if (room < 0) return nx_fail(err, "sequence %d: the context (n_ctx = %d) is full", i, s->n_ctx);
+        if (max_out && max_out[i] <= 0) return nx_fail(err, "sequence %d: max_out %d must be >= 1", i, max_out[i]);
+        q->cap = NX_MIN(N, room);
+        if (max_out) q->cap = NX_MIN(q->cap, max_out[i] - 1);
+        any = true;
+    }
+    if (!any) return true;
+    if (!draft_all(s, err)) return false;
+
+    /* verify: [id_last, d1..dN] of every active sequence, one batch, logits on every row */
+    int32_t n = 0;
+    int32_t rows_per_seq = 1;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        if (!q->active) continue;
+        const int32_t n_past = nx_ctx_n_past(s->tgt, i);
+        q->row = n;
+        for (int32_t j = 0; j <= q->n_draft; j++, n++) {
+            s->b_tok[n] = j == 0 ? q->id_last : q->draft[j - 1];
+            s->b_pos[n] = n_past + j;
+            s->b_seq[n] = i;
+            s->b_lg[n] = 1;
+        }
+        rows_per_seq = NX_MAX(rows_per_seq, q->n_draft + 1);
+    }
+    double t0 = nx_time_s();
+    nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+    if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "verify");
+    double t1 = nx_time_s();
+    s->st.t_verify += t1 - t0;
+    s->st.verify_rows += n;
+    ema(&s->t_ver[rows_per_seq], &s->have_ver[rows_per_seq], t1 - t0);
+
+    int64_t acc_before = s->st.accepted;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        if (!s->seq[i].active) continue;
+        if (!accept_seq(s, i, out + (size_t)i * stride, &n_out[i], err)) return false;
+        s->st.steps++;
+        s->st.emitted += n_out[i];
+    }
+    if (s->probing) s->probe = s->st.accepted > acc_before ? 8 : NX_MIN(64, 2 * s->probe);
+    s->st.t_accept += nx_time_s() - t1;
+    s->next_N = N;
+    return true;
+}

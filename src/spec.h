@@ -1,0 +1,103 @@
+/* spec.h - MTP speculative decoding driver (reference §8, issue 5 item 4-6).
+ *
+ * One driver serves n_seq sequences of a target context (forward.h) and, optionally, an MTP
+ * context (mtp.h) with the same n_ctx / n_seq.  Without MTP it is plain decoding through the
+ * same code path (one row per sequence per step).
+ *
+ * Per sequence it keeps: id_last (the last emitted token, not yet in the target cache), the
+ * sampler (penalty history = emitted tokens), pending_h (the post-norm target hidden of the
+ * position before id_last) and the "mirror backlog": (token, hidden) rows that still have to be
+ * written into the MTP cache.  Invariant before a step, with n_past = target positions:
+ *     MTP cache positions + backlog rows == n_past, and row p pairs x_p with h_{p-1}
+ * (h_{-1} = zeros), each h the TRUE target hidden (never a draft's).
+ *
+ * A step (nx_spec_step):
+ *   1. draft length N from the cost model (or draft_max), capped by max_out - 1 and n_ctx;
+ *   2. draft: MTP pass 0 = the backlog rows + (id_last, n_past, pending_h) -> q_1, d_1; pass j =
+ *      (d_j, n_past + j, hout of pass j-1) -> q_{j+1}, d_{j+1}; stop early when the draft's top
+ *      probability < draft_p_min; drop drafts shorter than draft_min; all drafting sequences
+ *      share each pass (one row each).  Afterwards the MTP cache is cut back to n_past + 1: the
+ *      row (id_last, pending_h) at n_past is a true mirror row and stays;
+ *   3. verify [id_last, d_1..d_N] of every sequence in ONE target batch (logits + hidden rows);
+ *   4. accept: greedy = target argmax equals the draft; T > 0 = exact speculative sampling
+ *      (accept d_i with min(1, p/q), else draw from norm(max(0, p - q)); bonus from p when all
+ *      are accepted);  k accepted drafts + 1 new token are emitted;
+ *   5. roll back the target N - k positions (O(1) snapshot slot, forward.h), append the mirror
+ *      rows (d_i, h_{i-1}) i = 1..k to the backlog, pending_h = h_k, id_last = new token.
+ * The backlog is flushed by the next drafting pass, or when it reaches 64 rows.
+ *
+ * Cost model (adaptive): EMA of the MTP pass time and of the verify time per rows-per-sequence,
+ * and a decayed count estimate of the per-token acceptance a.  Expected tokens of a step with N
+ * drafts = 1 + a + ... + a^N; the step picks the N in 0..draft_max with the most tokens per
+ * second, N = 0 being plain decoding (no MTP work at all but the backlog).  While plain wins, a
+ * one-token probe runs every `probe` plain steps (probe grows x2 up to 64 after a rejected probe
+ * and resets to 8 after an accepted one) so a change in acceptance is noticed.
+ *
+ * Oracle mode (benchmarks only, greedy only): the caller supplies the target's own greedy
+ * continuation (from a plain run of the same prompt); the MTP passes still run and are timed,
+ * but their tokens are replaced by the known continuation, so acceptance is 100% and the
+ * measured speed is the ceiling of the real draft/verify costs.
+ */
+#ifndef NX_SPEC_H
+#define NX_SPEC_H
+
+#include "forward.h"
+#include "mtp.h"
+#include "sample.h"
+
+typedef struct nx_spec_params {
+    int32_t draft_max;          /* N: at most this many drafts per step (<= target n_snapshots). default 3 */
+    int32_t draft_min;          /* drafts shorter than this are dropped.                        default 0 */
+    float draft_p_min;          /* stop drafting when the draft's top probability < this.      default 0 */
+    bool adaptive;              /* the cost model picks N each step (else always draft_max).   default true */
+    nx_sampler_params sampling; /* target sampler; drafts use the same settings (and history) */
+} nx_spec_params;
+
+nx_spec_params nx_spec_default_params(void);
+
+typedef struct nx_spec_stats {
+    int64_t steps;              /* nx_spec_step calls x active sequences */
+    int64_t spec_steps;         /* of those, steps that verified >= 1 draft */
+    int64_t drafted, accepted;  /* draft tokens verified / accepted */
+    int64_t emitted;            /* tokens emitted by steps (prefill's first token excluded) */
+    int64_t mtp_rows, verify_rows;
+    double t_draft, t_verify, t_accept; /* seconds: MTP passes, target passes, sampling/acceptance */
+    double t_prefill;
+} nx_spec_stats;
+
+typedef struct nx_spec nx_spec;
+
+/* target must have n_snapshots >= draft_max (when mtp != NULL); mtp may be NULL (plain).
+ * Both must outlive the driver.  Sequences must be empty (n_past 0) at nx_spec_prefill. */
+bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_params *p, nx_err *err);
+void nx_spec_free(nx_spec *s);
+
+/* Decodes the prompts of sequences 0..n_seq-1 (n_prompt[s] >= 1) in batched chunks, mirrors
+ * them into the MTP cache, samples each sequence's first token into first[s] and activates
+ * them.  Other sequences are inactive. */
+bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, const int32_t *n_prompt,
+                     int32_t *first, nx_err *err);
+
+/* One step for every active sequence.  out[s * (D + 1) ...] receives n_out[s] tokens, where D =
+ * draft_max, or 0 when the driver has no MTP context
+ * (0 for inactive sequences).  max_out[s] (NULL = unlimited) caps what a sequence may emit. */
+bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nx_err *err);
+
+/* A finished sequence (EOS / length) is deactivated by the caller. */
+void nx_spec_set_active(nx_spec *s, int32_t seq, bool active);
+bool nx_spec_active(const nx_spec *s, int32_t seq);
+
+/* Oracle mode for seq: tokens[i] is the token at position i (prompt and continuation).  The
+ * copy is owned by the driver.  Requires greedy sampling. */
+bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err);
+
+/* Checks the bookkeeping invariant of every active sequence (MTP positions + backlog rows ==
+ * target positions); false with a message naming the sequence otherwise.  For tests. */
+bool nx_spec_check(const nx_spec *s, nx_err *err);
+
+const nx_spec_stats *nx_spec_get_stats(const nx_spec *s);
+void nx_spec_reset_stats(nx_spec *s);
+/* The draft length the cost model would use next (for reports). */
+int32_t nx_spec_current_draft(const nx_spec *s);
+
+#endif

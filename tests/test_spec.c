@@ -1,0 +1,426 @@
+/* test_spec.c - the speculative driver (src/spec.c).
+ *  (a) greedy speculative output == greedy plain output token for token: 200 short random
+ *      prompts, N in {1, 2, 3, 4, 6}, one sequence and 8 sequences per batch; drafts from the
+ *      real (random-weight) MTP head, which is almost always rejected, and from a "noisy
+ *      oracle" (the plain continuation with 35% of tokens replaced) so every accepted length
+ *      0..N and the bonus token occur.  The plain reference is a separate loop here (one
+ *      sequence, one token per forward, argmax), not the driver.
+ *  (c) at T > 0: the exact accept / residual rule (nx_sampler_spec_accept) reproduces p over
+ *      2e5 draws (chi-square), a point-mass draft ("accept if equal") would not; and end to end,
+ *      the first token a speculative step emits follows the target's distribution.
+ *  Also: the bookkeeping invariant after every step, the cost model falling back to plain
+ *  decoding when nothing is accepted, and bad parameters. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "mkmodel.h"
+#include "mtp.h"
+#include "quant.h"
+#include "sample.h"
+#include "spec.h"
+
+enum { N_PROMPTS = 200, MAX_PROMPT = 4, GEN = 7, NSEQ = 8, NCTX = 24 };
+
+typedef struct fixture {
+    nx_mk_memory mem;
+    nx_model model;
+    nx_mtp_head *head;
+    nx_pool *pool;
+    int32_t prompt[N_PROMPTS][MAX_PROMPT];
+    int32_t n_prompt[N_PROMPTS];
+    int32_t plain[N_PROMPTS][MAX_PROMPT + GEN + 1]; /* prompt + greedy continuation */
+} fixture;
+
+static void plain_greedy(fixture *f, nx_ctx *c, int pi) {
+    nx_err err;
+    if (!nx_ctx_seq_clear(c, 0, &err)) fail_msg("%s", err.msg);
+    int32_t n = f->n_prompt[pi];
+    memcpy(f->plain[pi], f->prompt[pi], (size_t)n * sizeof(int32_t));
+    int32_t pos[MAX_PROMPT];
+    for (int i = 0; i < n; i++) pos[i] = i;
+    nx_batch b = {n, f->prompt[pi], pos, NULL, NULL};
+    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
+    for (int g = 0; g <= GEN; g++) {
+        int32_t t = nx_argmax(nx_ctx_logits(c, g == 0 ? n - 1 : 0), (int32_t)f->model.hp.n_vocab);
+        f->plain[pi][n + g] = t;
+        if (g == GEN) break;
+        int32_t p = n + g;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        if (!nx_forward(c, &b1, &err)) fail_msg("%s", err.msg);
+    }
+}
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    nx_err err;
+    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 31, .mtp = true, .n_vocab = 300, .tie = 0};
+    if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
+    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, "tiny", true, &err)) fail_msg("%s", err.msg);
+    char notice[128];
+    if (!nx_mtp_head_open(&f->head, &f->model, NULL, NULL, notice, sizeof notice, &err) || !f->head)
+        fail_msg("%s", err.msg);
+    f->pool = nx_pool_create(1, &err); /* tiny model: threads would only add overhead */
+    tu_rng rng;
+    tu_rng_seed(&rng, 99);
+    nx_ctx_params p = nx_ctx_default_params();
+    p.n_ctx = NCTX;
+    nx_ctx *c;
+    if (!nx_ctx_create(&c, &f->model, &p, f->pool, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < N_PROMPTS; i++) {
+        f->n_prompt[i] = 1 + (int32_t)(tu_rng_u64(&rng) % MAX_PROMPT);
+        for (int j = 0; j < f->n_prompt[i]; j++) f->prompt[i][j] = (int32_t)(tu_rng_u64(&rng) % f->model.hp.n_vocab);
+        plain_greedy(f, c, i);
+    }
+    nx_ctx_free(c);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    nx_pool_free(f->pool);
+    nx_mtp_head_free(f->head);
+    nx_model_release(&f->model);
+    nx_mk_memory_free(&f->mem);
+    free(f);
+    return 0;
+}
+
+typedef struct run_totals {
+    int64_t drafted, accepted, full_accepts, compared;
+} run_totals;
+
+/* Runs prompts [p0, p0 + n_seq) through the driver with draft length N, and compares. */
+static void spec_group(fixture *f, int p0, int n_seq, int N, bool noisy_oracle, tu_rng *rng, run_totals *tot) {
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = NCTX;
+    cp.n_seq = n_seq;
+    cp.n_snapshots = N;
+    nx_ctx *c;
+    nx_mtp *m;
+    if (!nx_ctx_create(&c, &f->model, &cp, f->pool, &err)) fail_msg("%s", err.msg);
+    if (!nx_mtp_create(&m, f->head, NCTX, n_seq, NX_KV_F16, f->pool, &err)) fail_msg("%s", err.msg);
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = N;
+    sp.adaptive = false;
+    nx_spec *s;
+    if (!nx_spec_create(&s, c, m, &sp, &err)) fail_msg("%s", err.msg);
+    const int32_t *prompts[NSEQ];
+    int32_t first[NSEQ], np[NSEQ], got[NSEQ][GEN + 1 + 16], n_got[NSEQ] = {0};
+    for (int i = 0; i < n_seq; i++) {
+        prompts[i] = f->prompt[p0 + i];
+        np[i] = f->n_prompt[p0 + i];
+        if (noisy_oracle) {
+            int32_t o[MAX_PROMPT + GEN + 1];
+            int32_t n = np[i] + GEN + 1;
+            for (int j = 0; j < n; j++) {
+                o[j] = f->plain[p0 + i][j];
+                if (j >= np[i] && tu_rng_uniform(rng) < 0.35f) o[j] = (o[j] + 1) % (int32_t)f->model.hp.n_vocab;
+            }
+            if (!nx_spec_set_oracle(s, i, o, n, &err)) fail_msg("%s", err.msg);
+        }
+    }
+    if (!nx_spec_prefill(s, n_seq, prompts, np, first, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < n_seq; i++) got[i][n_got[i]++] = first[i];
+    int32_t out[NSEQ * 17], n_out[NSEQ], max_out[NSEQ];
+    for (;;) {
+        bool any = false;
+        for (int i = 0; i < n_seq; i++) {
+            max_out[i] = GEN + 1 - n_got[i];
+            if (max_out[i] <= 0) nx_spec_set_active(s, i, false);
+            any = any || max_out[i] > 0;
+        }
+        if (!any) break;
+        if (!nx_spec_step(s, max_out, out, n_out, &err)) fail_msg("%s", err.msg);
+        if (!nx_spec_check(s, &err)) fail_msg("%s", err.msg);
+        for (int i = 0; i < n_seq; i++) {
+            assert_true(n_out[i] <= max_out[i] || max_out[i] <= 0);
+            if (n_out[i] == N + 1) tot->full_accepts++;
+            for (int j = 0; j < n_out[i]; j++) got[i][n_got[i]++] = out[i * (N + 1) + j];
+        }
+    }
+    for (int i = 0; i < n_seq; i++) {
+        assert_int_equal(n_got[i], GEN + 1);
+        for (int j = 0; j <= GEN; j++) {
+            if (got[i][j] != f->plain[p0 + i][np[i] + j])
+                fail_msg("prompt %d (N=%d, %d seqs, %s): token %d is %d, plain greedy gives %d", p0 + i, N, n_seq,
+                         noisy_oracle ? "oracle" : "mtp", j, got[i][j], f->plain[p0 + i][np[i] + j]);
+            tot->compared++;
+        }
+    }
+    tot->drafted += nx_spec_get_stats(s)->drafted;
+    tot->accepted += nx_spec_get_stats(s)->accepted;
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
+static void test_greedy_spec_equals_plain(void **state) {
+    fixture *f = *state;
+    const int Ns[] = {1, 2, 3, 4, 6};
+    tu_rng rng;
+    tu_rng_seed(&rng, 5);
+    for (size_t k = 0; k < sizeof Ns / sizeof Ns[0]; k++) {
+        run_totals tot = {0};
+        /* several sequences: all 200 prompts in groups of 8, alternating draft sources */
+        for (int p0 = 0; p0 < N_PROMPTS; p0 += NSEQ) spec_group(f, p0, NSEQ, Ns[k], (p0 / NSEQ) % 2 == 1, &rng, &tot);
+        /* one sequence: every 10th prompt, both draft sources */
+        for (int p0 = 0; p0 < N_PROMPTS; p0 += 10) spec_group(f, p0, 1, Ns[k], p0 % 20 == 0, &rng, &tot);
+        printf("N=%d: %lld tokens compared, drafted %lld, accepted %lld, %lld steps accepted all drafts\n", Ns[k],
+               (long long)tot.compared, (long long)tot.drafted, (long long)tot.accepted, (long long)tot.full_accepts);
+        assert_true(tot.accepted > 0 && tot.accepted < tot.drafted && tot.full_accepts > 0);
+        /* (N = 6 with 7 tokens to generate: a full acceptance is the whole continuation) */
+    }
+}
+
+/* ---- (c) exact sampling --------------------------------------------------------------------- */
+
+static double chi2(const int64_t *obs, const double *p, int n, int64_t total) {
+    double x = 0;
+    for (int i = 0; i < n; i++) {
+        double e = p[i] * (double)total;
+        x += (obs[i] - e) * (obs[i] - e) / e;
+    }
+    return x;
+}
+
+static void set_dist(nx_dist *d, const double *p, int n) {
+    d->n = 0;
+    for (int i = 0; i < n; i++)
+        if (p[i] > 0) {
+            d->ids[d->n] = i;
+            d->probs[d->n++] = (float)p[i];
+        }
+}
+
+static void test_accept_residual_chi2(void **state) {
+    (void)state;
+    enum { V = 6, DRAWS = 200000 };
+    const double p[V] = {0.30, 0.25, 0.20, 0.15, 0.07, 0.03};
+    const double q[V] = {0.05, 0.10, 0.40, 0.05, 0.35, 0.05};
+    nx_err err;
+    nx_sampler_params sp = nx_sampler_default_params();
+    sp.seed = 1234;
+    nx_sampler *s;
+    assert_true(nx_sampler_create(&s, V, &sp, &err));
+    nx_dist P, Q, scratch;
+    assert_true(nx_dist_init(&P, V, &err) && nx_dist_init(&Q, V, &err) && nx_dist_init(&scratch, V, &err));
+    set_dist(&P, p, V);
+    set_dist(&Q, q, V);
+    int64_t exact[V] = {0}, naive[V] = {0}, n_acc = 0;
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t d = nx_sampler_draw(s, &Q), tok;
+        bool acc;
+        assert_true(nx_sampler_spec_accept(s, &P, &Q, d, &scratch, &tok, &acc, &err));
+        exact[tok]++;
+        n_acc += acc;
+        /* negative control: a draft accepted whenever the target's own draw equals it, else the
+         * target's draw -- i.e. just p; and "always take the draft" = q.  The latter must fail. */
+        naive[d]++;
+    }
+    double x = chi2(exact, p, V, DRAWS), xn = chi2(naive, p, V, DRAWS);
+    printf("accept/residual: chi2 %.2f (df 5, 0.1%% critical 20.52), accepted %.3f (theory %.3f); "
+           "draft-only chi2 %.0f\n", x, (double)n_acc / DRAWS, 0.05 + 0.10 + 0.20 + 0.05 + 0.07 + 0.03, xn);
+    assert_true(x < 20.52);
+    assert_true(xn > 20.52);
+    assert_true(fabs((double)n_acc / DRAWS - 0.50) < 0.01); /* sum min(p, q) = 0.50 */
+    nx_dist_free(&P);
+    nx_dist_free(&Q);
+    nx_dist_free(&scratch);
+    nx_sampler_free(s);
+}
+
+/* End to end: 64 sequences with the same prompt and independent RNG streams, 40 rounds; the
+ * prefill samples a first token a, the speculative step then emits b (an accepted draft or a
+ * residual draw).  b must follow p(. | prompt, a) of the target.  Pooled over every a with the
+ * randomized probability integral transform: u = F(b-) + U p(b) is uniform on [0, 1) exactly
+ * when b ~ p; chi-square over 16 equal bins of u.  Temperature 1.5 and top-k 40 over the random
+ * model: p and the MTP's q overlap a little, so accepted drafts and residual draws both occur. */
+static void test_spec_sampling_end_to_end(void **state) {
+    fixture *f = *state;
+    enum { S = 64, ROUNDS = 24, BINS = 16 };
+    nx_err err;
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    int32_t prompt[3] = {17, 230, 41};
+    nx_sampler_params smp = nx_sampler_default_params();
+    smp.temp = 1.5f;
+    smp.top_k = 40;
+    smp.top_p = 1.0f;
+    smp.min_p = 0.0f;
+    smp.penalty_last_n = 0;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 16;
+    cp.n_seq = S;
+    cp.n_snapshots = 3;
+    nx_ctx *c;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 16, S, NX_KV_F16, f->pool, &err));
+    int32_t *pairs = calloc((size_t)S * ROUNDS * 2, sizeof *pairs);
+    int64_t n_acc = 0, n_draft = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        nx_spec_params sp = nx_spec_default_params();
+        sp.draft_max = 3;
+        sp.adaptive = false;
+        sp.sampling = smp;
+        sp.sampling.seed = 1000 + (uint64_t)r;
+        nx_spec *s;
+        assert_true(nx_spec_create(&s, c, m, &sp, &err));
+        for (int i = 0; i < S; i++) {
+            assert_true(nx_ctx_seq_clear(c, i, &err));
+            assert_true(nx_mtp_clear(m, i, &err));
+        }
+        const int32_t *pr[S];
+        int32_t np[S], first[S], out[S * 4], n_out[S];
+        for (int i = 0; i < S; i++) { pr[i] = prompt; np[i] = 3; }
+        if (!nx_spec_prefill(s, S, pr, np, first, &err)) fail_msg("%s", err.msg);
+        if (!nx_spec_step(s, NULL, out, n_out, &err)) fail_msg("%s", err.msg);
+        for (int i = 0; i < S; i++) {
+            pairs[2 * (r * S + i)] = first[i];
+            pairs[2 * (r * S + i) + 1] = out[i * 4];
+        }
+        n_acc += nx_spec_get_stats(s)->accepted;
+        n_draft += nx_spec_get_stats(s)->drafted;
+        nx_spec_free(s);
+    }
+    /* p(. | prompt, a) for every a that occurred, from a plain context and a fresh sampler */
+    nx_ctx_params cp1 = nx_ctx_default_params();
+    cp1.n_ctx = 8;
+    nx_ctx *pc;
+    assert_true(nx_ctx_create(&pc, &f->model, &cp1, f->pool, &err));
+    nx_sampler *ps;
+    assert_true(nx_sampler_create(&ps, V, &smp, &err));
+    nx_dist d;
+    assert_true(nx_dist_init(&d, V, &err));
+    float *pa = calloc((size_t)V * V, sizeof *pa); /* [a][b], computed lazily */
+    bool *have = calloc((size_t)V, sizeof *have);
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    int64_t bins[BINS] = {0};
+    for (int k = 0; k < S * ROUNDS; k++) {
+        int32_t a = pairs[2 * k], b = pairs[2 * k + 1];
+        if (!have[a]) {
+            int32_t toks[4] = {prompt[0], prompt[1], prompt[2], a}, pos[4] = {0, 1, 2, 3};
+            assert_true(nx_ctx_seq_clear(pc, 0, &err));
+            nx_batch b4 = {4, toks, pos, NULL, NULL};
+            assert_true(nx_forward(pc, &b4, &err));
+            assert_true(nx_sampler_dist(ps, nx_ctx_logits(pc, 3), &d, &err));
+            for (int32_t i = 0; i < d.n; i++) pa[(size_t)a * V + d.ids[i]] = d.probs[i];
+            have[a] = true;
+        }
+        const float *p = pa + (size_t)a * V;
+        assert_true(p[b] > 0.0f); /* never a token outside the target's distribution */
+        double below = 0, tot = 0;
+        for (int32_t i = 0; i < V; i++) {
+            if (i < b) below += p[i];
+            tot += p[i];
+        }
+        double u = (below + tu_rng_uniform(&rng) * p[b]) / tot;
+        int bin = (int)(u * BINS);
+        bins[bin < BINS ? bin : BINS - 1]++;
+    }
+    double e = (double)S * ROUNDS / BINS, x2 = 0;
+    for (int i = 0; i < BINS; i++) x2 += (bins[i] - e) * (bins[i] - e) / e;
+    printf("end to end: PIT chi2 %.2f (df 15, 0.1%% critical 37.70), drafts accepted %lld / %lld\n", x2,
+           (long long)n_acc, (long long)n_draft);
+    assert_true(x2 < 37.70);
+    assert_true(n_acc > 0 && n_acc < n_draft);
+    free(pa);
+    free(have);
+    nx_dist_free(&d);
+    nx_sampler_free(ps);
+    nx_ctx_free(pc);
+    free(pairs);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
+/* With random weights nothing is accepted: the cost model must end up drafting nothing on most
+ * steps (plain decoding, with occasional one-token probes). */
+static void test_cost_model_falls_back(void **state) {
+    fixture *f = *state;
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_snapshots = 4;
+    nx_ctx *c;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 256, 1, NX_KV_F16, f->pool, &err));
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = 4;
+    nx_spec *s;
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    int32_t prompt[2] = {3, 4}, np = 2, first, out[5], n_out;
+    const int32_t *pr = prompt;
+    assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
+    int64_t emitted = 0;
+    while (emitted < 240) {
+        if (!nx_spec_step(s, NULL, out, &n_out, &err)) fail_msg("%s", err.msg);
+        assert_true(nx_spec_check(s, &err));
+        emitted += n_out;
+    }
+    const nx_spec_stats *st = nx_spec_get_stats(s);
+    printf("cost model: %lld steps, %lld with drafts, %lld drafted, %lld accepted\n", (long long)st->steps,
+           (long long)st->spec_steps, (long long)st->drafted, (long long)st->accepted);
+    assert_true(st->spec_steps * 4 < st->steps);
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
+static void test_bad_params(void **state) {
+    fixture *f = *state;
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 16;
+    cp.n_snapshots = 2;
+    nx_ctx *c;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 16, 1, NX_KV_F16, f->pool, &err));
+    nx_spec_params sp = nx_spec_default_params();
+    nx_spec *s;
+    sp.draft_max = 3;
+    assert_false(nx_spec_create(&s, c, m, &sp, &err));
+    assert_non_null(strstr(err.msg, "snapshot"));
+    sp.draft_max = 2;
+    sp.draft_min = 3;
+    assert_false(nx_spec_create(&s, c, m, &sp, &err));
+    assert_non_null(strstr(err.msg, "--draft-min"));
+    sp.draft_min = 0;
+    sp.draft_p_min = 2.0f;
+    assert_false(nx_spec_create(&s, c, m, &sp, &err));
+    assert_non_null(strstr(err.msg, "--draft-p-min"));
+    sp.draft_p_min = 0.5f;
+    sp.sampling.temp = 0.7f;
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    int32_t tok[1] = {1};
+    assert_false(nx_spec_set_oracle(s, 0, tok, 1, &err));
+    assert_non_null(strstr(err.msg, "greedy"));
+    /* a prompt longer than the context */
+    int32_t big[20] = {0}, nb = 20, first;
+    const int32_t *pb = big;
+    assert_false(nx_spec_prefill(s, 1, &pb, &nb, &first, &err));
+    assert_non_null(strstr(err.msg, "context"));
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_spec_equals_plain),
+        cmocka_unit_test(test_accept_residual_chi2),
+        cmocka_unit_test(test_spec_sampling_end_to_end),
+        cmocka_unit_test(test_cost_model_falls_back),
+        cmocka_unit_test(test_bad_params),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

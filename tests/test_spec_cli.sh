@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_spec_cli.sh - `nextn spec-bench` and `nextn mtp-extract` on synthetic tiny models: greedy
+# speculative output identical to plain (the command checks it), oracle acceptance 100%, the MTP
+# head found in the model / next to it / given explicitly, and clear errors for bad MTP files.
+set -u
+fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+check() { if ! eval "$2"; then echo "FAIL: $1"; sed 's/^/  | /' "$tmp/out"; fail=1; else echo "ok: $1"; fi; }
+has() { grep -qF -- "$1" "$tmp/out" || { echo "  missing: $1"; return 1; }; }
+
+"$NEXTN" mkmodel --preset tiny --seed 3 -o "$tmp/full.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel"; exit 1; }
+mkdir "$tmp/dir"
+"$NEXTN" mkmodel --preset tiny --seed 3 --no-mtp -o "$tmp/dir/model.gguf" >/dev/null 2>&1 || exit 1
+"$NEXTN" mkmodel --preset tiny --seed 3 --vocab 600 -o "$tmp/v600.gguf" >/dev/null 2>&1 || exit 1
+B="-n 16 --prompt-len 8 --runs 1 -t 1"
+
+check "greedy spec == plain, MTP from the model file" \
+  '"$NEXTN" spec-bench -m "$tmp/full.gguf" $B --no-adaptive >"$tmp/out" 2>&1 && has "outputs identical" && has "MTP head from $tmp/full.gguf"'
+check "two sequences, draft-max 2, draft-min 2, p-min 0.001" \
+  '"$NEXTN" spec-bench -m "$tmp/full.gguf" $B --seqs 2 --draft-max 2 --draft-min 2 --draft-p-min 0.001 >"$tmp/out" 2>&1 && has "outputs identical"'
+check "oracle: every draft accepted" \
+  '"$NEXTN" spec-bench -m "$tmp/full.gguf" $B --spec-oracle >"$tmp/out" 2>&1 && has "acceptance 100.0%" && has "(oracle)"'
+check "verify cost table" \
+  '"$NEXTN" spec-bench -m "$tmp/full.gguf" $B --verify-cost --draft-max 2 >"$tmp/out" 2>&1 && has "3 rows:"'
+check "sampling runs" '"$NEXTN" spec-bench -m "$tmp/full.gguf" $B --temp 0.9 >"$tmp/out" 2>&1 && has "acceptance"'
+check "mtp-extract writes an mtp-only file" \
+  '"$NEXTN" mtp-extract "$tmp/full.gguf" "$tmp/dir/mtp-model.gguf" >"$tmp/out" 2>&1 && "$NEXTN" info "$tmp/dir/mtp-model.gguf" >"$tmp/out" 2>&1 && ! grep -qF "blk.0.attn_norm.weight" "$tmp/out" && has "blk.6.nextn.eh_proj.weight"'
+check "sibling mtp-model.gguf found automatically" \
+  '"$NEXTN" spec-bench -m "$tmp/dir/model.gguf" $B >"$tmp/out" 2>&1 && has "MTP head from $tmp/dir/mtp-model.gguf" && has "outputs identical"'
+check "--no-mtp: one-line notice, plain only" \
+  '"$NEXTN" spec-bench -m "$tmp/dir/model.gguf" $B --no-mtp >"$tmp/out" 2>&1 && has "--no-mtp: plain decoding only" && ! grep -q "spec " "$tmp/out"'
+rm "$tmp/dir/mtp-model.gguf"
+check "no MTP anywhere: notice, plain only" \
+  '"$NEXTN" spec-bench -m "$tmp/dir/model.gguf" $B >"$tmp/out" 2>&1 && has "plain decoding" && has "median of 1: plain"'
+check "mismatched --mtp-model: clear error" \
+  '! "$NEXTN" spec-bench -m "$tmp/dir/model.gguf" $B --mtp-model "$tmp/v600.gguf" >"$tmp/out" 2>&1 && has "v600.gguf: MTP vocabulary has 600 tokens, the model'"'"'s has 512"'
+head -c 5000 "$tmp/full.gguf" >"$tmp/broken.gguf"
+check "broken --mtp-model: clear error" \
+  '! "$NEXTN" spec-bench -m "$tmp/dir/model.gguf" $B --mtp-model "$tmp/broken.gguf" >"$tmp/out" 2>&1 && has "MTP model" && has "broken.gguf"'
+check "mtp-extract of a model without MTP" \
+  '! "$NEXTN" mtp-extract "$tmp/dir/model.gguf" "$tmp/x.gguf" >"$tmp/out" 2>&1 && has "no MTP block"'
+check "bad option values" \
+  '! "$NEXTN" spec-bench -m "$tmp/full.gguf" --draft-max 40 >"$tmp/out" 2>&1 && has "--draft-max" && ! "$NEXTN" spec-bench -m "$tmp/full.gguf" --spec-oracle --temp 1 >"$tmp/out" 2>&1 && has "greedy"'
+exit $fail
