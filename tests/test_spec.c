@@ -170,8 +170,8 @@ static void test_greedy_spec_equals_plain(void **state) {
         run_totals tot = {0};
         /* several sequences: all 200 prompts in groups of 8, alternating draft sources */
         for (int p0 = 0; p0 < N_PROMPTS; p0 += NSEQ) spec_group(f, p0, NSEQ, Ns[k], (p0 / NSEQ) % 2 == 1, &rng, &tot);
-        /* one sequence: every 10th prompt, both draft sources */
-        for (int p0 = 0; p0 < N_PROMPTS; p0 += 10) spec_group(f, p0, 1, Ns[k], p0 % 20 == 0, &rng, &tot);
+        /* one sequence: every 20th prompt, both draft sources */
+        for (int p0 = 0; p0 < N_PROMPTS; p0 += 20) spec_group(f, p0, 1, Ns[k], p0 % 40 == 0, &rng, &tot);
         printf("N=%d: %lld tokens compared, drafted %lld, accepted %lld, %lld steps accepted all drafts\n", Ns[k],
                (long long)tot.compared, (long long)tot.drafted, (long long)tot.accepted, (long long)tot.full_accepts);
         assert_true(tot.accepted > 0 && tot.accepted < tot.drafted && tot.full_accepts > 0);
