@@ -2,16 +2,19 @@
  *
  *   nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]
  *   nextn tokenize -m FILE --decode [--special] ID...
+ *   nextn tokenize -m FILE --chat [--chat-format chatml] [--system TEXT] [--no-think] TEXT...
  *
  * FILE is a GGUF (tokenizer.ggml.* keys) or a Hugging Face tokenizer.json.  Without --ids each
  * token is printed on its own line as `ID<TAB>'PIECE'` (piece bytes escaped); with --ids the ids
  * are printed space-separated on one line.  --special parses control tokens written in the text
  * (<|im_start|> ...) and shows them when decoding.  --roundtrip checks decode(encode(x)) == x
- * and exits 1 if not. */
+ * and exits 1 if not.  --chat formats TEXT as one user turn (plus an optional system prompt)
+ * with the model's chat format and the generation prompt, then tokenizes it with specials. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "commands.h"
 #include "gguf.h"
 #include "hf_tokenizer.h"
@@ -26,7 +29,12 @@ static void usage(FILE *f) {
                "  --special     match control tokens such as <|im_start|> in the text; print them when decoding\n"
                "  --no-bos      never add BOS (by default it is added only if the vocabulary asks for it)\n"
                "  --roundtrip   check that decoding the tokens gives the text back (exit 1 if not)\n"
-               "  --decode      the arguments are token ids; print the text\n");
+               "  --decode      the arguments are token ids; print the text\n"
+               "  --chat        format the text as a user turn + generation prompt with the model's chat\n"
+               "                format (GGUF only), print the prompt on stderr, tokenize it with specials\n"
+               "  --chat-format NAME  use this chat format instead of the model's template (chatml)\n"
+               "  --system TEXT system prompt for --chat\n"
+               "  --no-think    --chat with thinking off (<think>\\n\\n</think>\\n\\n after the prompt)\n");
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -34,8 +42,13 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
-static bool load_tokenizer(const char *path, nx_tokenizer **tok, nx_err *err) {
+/* Loads the vocabulary; when chat is non-NULL also selects the chat format (from
+ * --chat-format or the GGUF's template). */
+static bool load_tokenizer(const char *path, nx_tokenizer **tok, const char *chat_format, nx_chat_format *chat,
+                           nx_err *err) {
     if (ends_with(path, ".json")) {
+        if (chat && !nx_chat_select(NULL, chat_format ? chat_format : "", chat, err))
+            return nx_fail(err, "--chat with a tokenizer.json needs --chat-format chatml (no template is read from it)");
         nx_hf_vocab v;
         if (!nx_hf_vocab_load(&v, path, NULL, NULL, err)) return false;
         nx_vocab_desc d;
@@ -47,7 +60,7 @@ static bool load_tokenizer(const char *path, nx_tokenizer **tok, nx_err *err) {
     }
     nx_gguf *g;
     if (!nx_gguf_open(&g, path, err)) return false;
-    bool ok = nx_tokenizer_from_gguf(tok, g, err);
+    bool ok = nx_tokenizer_from_gguf(tok, g, err) && (!chat || nx_chat_select(g, chat_format, chat, err));
     nx_gguf_close(g);
     return ok;
 }
@@ -76,18 +89,23 @@ static void print_piece(const char *p, size_t n) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *file = NULL;
-    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false;
+    const char *model = NULL, *file = NULL, *chat_format = NULL, *system = NULL;
+    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false, chat = false, think = true;
     int first_arg = argc;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "-f")) {
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "-f") || !strcmp(argv[i], "--chat-format") || !strcmp(argv[i], "--system")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "nextn tokenize: %s needs a value\n", argv[i]);
                 return 2;
             }
-            if (argv[i][1] == 'm') model = argv[++i];
-            else file = argv[++i];
-        } else if (!strcmp(argv[i], "--ids")) ids_only = true;
+            const char *opt = argv[i++];
+            if (!strcmp(opt, "-m")) model = argv[i];
+            else if (!strcmp(opt, "-f")) file = argv[i];
+            else if (!strcmp(opt, "--chat-format")) chat_format = argv[i];
+            else system = argv[i];
+        } else if (!strcmp(argv[i], "--chat")) chat = true;
+        else if (!strcmp(argv[i], "--no-think")) think = false;
+        else if (!strcmp(argv[i], "--ids")) ids_only = true;
         else if (!strcmp(argv[i], "--special")) special = true;
         else if (!strcmp(argv[i], "--no-bos")) no_bos = true;
         else if (!strcmp(argv[i], "--roundtrip")) roundtrip = true;
@@ -126,7 +144,12 @@ int cmd_tokenize(int argc, char **argv) {
     nx_buf text = {0}, dec = {0};
     nx_tokens toks = {0};
     int rc = 1;
-    if (!load_tokenizer(model, &tok, &err)) goto fail;
+    if ((chat_format || system || !think) && !chat) {
+        fprintf(stderr, "nextn tokenize: --chat-format, --system and --no-think need --chat\n");
+        return 2;
+    }
+    nx_chat_format fmt = NX_CHAT_NONE;
+    if (!load_tokenizer(model, &tok, chat_format, chat ? &fmt : NULL, &err)) goto fail;
 
     if (decode) {
         for (int i = first_arg; i < argc; i++) {
@@ -161,6 +184,19 @@ int cmd_tokenize(int argc, char **argv) {
         for (int i = first_arg; i < argc; i++)
             if ((i > first_arg && !nx_buf_append(&text, " ", 1, &err)) || !nx_buf_append(&text, argv[i], strlen(argv[i]), &err))
                 goto fail;
+    }
+    if (chat) {
+        nx_chat_msg msgs[2] = {{"system", system, NULL, NULL, 0}, {"user", text.data, NULL, NULL, 0}};
+        nx_chat_opts o = {true, think, NULL, 0};
+        nx_buf prompt = {0};
+        if (!nx_chat_render(fmt, system ? msgs : msgs + 1, system ? 2 : 1, &o, &prompt, &err)) {
+            nx_buf_free(&prompt);
+            goto fail;
+        }
+        fprintf(stderr, "%s", prompt.data);
+        nx_buf_free(&text);
+        text = prompt;
+        special = true;
     }
     if (!nx_tokenize(tok, text.data, text.len, !no_bos, special, &toks, &err)) goto fail;
     if (ids_only) {

@@ -40,6 +40,16 @@ bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *e
                         "pass --chat-format chatml to format prompts as ChatML anyway");
 }
 
+bool nx_chat_select(const nx_gguf *g, const char *format_name, nx_chat_format *out, nx_err *err) {
+    if (format_name) return nx_chat_format_from_name(format_name, out, err);
+    nx_str tmpl = {NULL, 0};
+    if (g && nx_gguf_find_kv(g, "tokenizer.chat_template") && !nx_gguf_get_str(g, "tokenizer.chat_template", &tmpl, err))
+        return false;
+    if (!nx_chat_detect(tmpl.ptr, (size_t)tmpl.len, out, err))
+        return nx_fail_prefix(err, "%s", g && g->path ? g->path : "model");
+    return true;
+}
+
 /* ---- string helpers (Python semantics) ------------------------------------------------------ */
 
 typedef struct {

@@ -16,6 +16,7 @@
 #define NX_CHAT_H
 
 #include "common.h"
+#include "gguf.h"
 #include "tokenizer.h"
 
 typedef enum nx_chat_format {
@@ -49,6 +50,10 @@ bool nx_chat_format_from_name(const char *name, nx_chat_format *out, nx_err *err
  * <|im_end|>) -> NX_CHAT_CHATML.  Unknown or absent templates are an error that tells the
  * user about --chat-format. */
 bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *err);
+
+/* What a command does with `--chat-format NAME` (NULL when not given) and a model: the named
+ * format if given, else the one detected from the GGUF's tokenizer.chat_template. */
+bool nx_chat_select(const nx_gguf *g, const char *format_name, nx_chat_format *out, nx_err *err);
 
 /* Appends the rendered prompt to out. */
 bool nx_chat_render(nx_chat_format fmt, const nx_chat_msg *msgs, size_t n, const nx_chat_opts *opts, nx_buf *out,

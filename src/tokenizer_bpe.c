@@ -20,10 +20,12 @@ typedef struct nx_bpe_heap_item {
 } nx_bpe_heap_item;
 
 typedef struct nx_bpe_cache_entry {
-    uint64_t hash;     /* 0 = empty slot */
-    uint32_t key_off, key_len;
-    uint32_t ids_off, n_ids;
-} nx_bpe_cache_entry;
+    uint32_t hash;     /* 0 = empty slot */
+    uint32_t key_off;  /* into key_arena (< CACHE_ARENA_MAX) */
+    uint32_t ids_off;  /* into id_arena */
+    uint16_t key_len;  /* <= CACHE_MAX_PIECE */
+    uint16_t n_ids;    /* <= key_len */
+} nx_bpe_cache_entry;  /* 16 bytes: the whole table (1 MiB) stays in L2 */
 
 enum {
     CACHE_MAX_PIECE = 128,         /* longer pieces are not cached */
@@ -105,17 +107,26 @@ void nx_bpe_state_free(nx_bpe_state *s) {
     memset(s, 0, sizeof *s);
 }
 
-static uint64_t hash_bytes(const char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, then a final mix */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 0x100000001b3ULL;
+/* 8 bytes at a time (the tail zero-padded), then a final mix; never 0 (= empty slot). */
+static uint32_t hash_bytes(const char *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
     }
-    h = mix64(h ^ n);
-    return h ? h : 1; /* 0 marks an empty slot */
+    if (i < n) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+    }
+    uint32_t r = (uint32_t)(mix64(h) >> 32);
+    return r ? r : 1;
 }
 
-static nx_bpe_cache_entry *cache_find(nx_bpe_state *s, uint64_t h, const char *p, size_t n) {
+static nx_bpe_cache_entry *cache_find(nx_bpe_state *s, uint32_t h, const char *p, size_t n) {
     for (uint64_t i = h & s->slot_mask;; i = (i + 1) & s->slot_mask) {
         nx_bpe_cache_entry *e = &s->slots[i];
         if (e->hash == 0) return e;
@@ -131,7 +142,7 @@ static void cache_clear(nx_bpe_state *s) {
 }
 
 /* Stores a result; failure to grow the cache is not an error (the cache is optional). */
-static void cache_put(nx_bpe_state *s, uint64_t h, const char *p, size_t n, const int32_t *ids, size_t n_ids) {
+static void cache_put(nx_bpe_state *s, uint32_t h, const char *p, size_t n, const int32_t *ids, size_t n_ids) {
     if (s->n_entries >= (s->slot_mask + 1) / 2 || s->key_len + n > CACHE_ARENA_MAX ||
         (s->id_len + n_ids) * sizeof(int32_t) > CACHE_ARENA_MAX)
         cache_clear(s);
@@ -153,7 +164,7 @@ static void cache_put(nx_bpe_state *s, uint64_t h, const char *p, size_t n, cons
     if (e->hash != 0) return; /* already present */
     memcpy(s->key_arena + s->key_len, p, n);
     memcpy(s->id_arena + s->id_len, ids, n_ids * sizeof *ids);
-    *e = (nx_bpe_cache_entry){h, (uint32_t)s->key_len, (uint32_t)n, (uint32_t)s->id_len, (uint32_t)n_ids};
+    *e = (nx_bpe_cache_entry){h, (uint32_t)s->key_len, (uint32_t)s->id_len, (uint16_t)n, (uint16_t)n_ids};
     s->key_len += n;
     s->id_len += n_ids;
     s->n_entries++;
@@ -268,7 +279,7 @@ bool nx_bpe_encode_piece(nx_bpe_state *s, const nx_bpe_merges *m, const int32_t 
         int32_t id = byte_token[(unsigned char)piece[0]];
         return append_ids(ids, n, cap, &id, 1, err);
     }
-    uint64_t h = 0;
+    uint32_t h = 0;
     if (len <= CACHE_MAX_PIECE) {
         h = hash_bytes(piece, len);
         nx_bpe_cache_entry *e = cache_find(s, h, piece, len);

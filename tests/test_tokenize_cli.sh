@@ -31,6 +31,15 @@ printf 'caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87  <|im_end|>\n\tx\xf0\x9f\x98\x80\n'
 check "--roundtrip on a file" '"$NEXTN" tokenize -m "$v" --special --roundtrip --ids -f "$tmp/text" >/dev/null'
 check "stdin" '[ "$(printf "Hello world" | "$NEXTN" tokenize -m "$v" --ids -f -)" = "9707 1879" ]'
 
+# --chat: the model's template is ChatML -> user turn + generation prompt, tokenized with specials
+check "--chat uses the model's ChatML template" \
+  '[ "$("$NEXTN" tokenize -m "$v" --chat --ids hi 2>/dev/null)" = "$(printf "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n" | "$NEXTN" tokenize -m "$v" --special --ids -f -)" ]'
+check "--chat --no-think --system" \
+  '"$NEXTN" tokenize -m "$v" --chat --no-think --system "be brief" --ids hi 2>"$tmp/prompt" >/dev/null && [ "$(cat "$tmp/prompt")" = "$(printf "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>")" ]'
+"$NEXTN" mkmodel --preset tiny -o "$tmp/tiny.gguf" >/dev/null 2>&1
+check "--chat-format chatml for a model without a template" \
+  '"$NEXTN" tokenize -m "$tmp/tiny.gguf" --chat --chat-format chatml --ids hi >/dev/null 2>&1'
+
 # errors: exit status and a message naming the problem
 err() { # name, expected status, expected message fragment, command...
   local name=$1 want=$2 msg=$3; shift 3
@@ -56,4 +65,7 @@ err "unknown pre-tokenizer regex" 1 "is not one we implement" "$NEXTN" vocab-fro
 printf '{"model": ' >"$tmp/broken.json"
 err "broken JSON" 1 "broken.json: invalid JSON" "$NEXTN" vocab-from-hf "$tmp/broken.json" -o "$tmp/x.gguf"
 err "vocab-from-hf without -o" 2 "usage" "$NEXTN" vocab-from-hf "$pkg/tokenizer.json"
+err "--chat without a template" 1 "no tokenizer.chat_template; pass --chat-format chatml" "$NEXTN" tokenize -m "$tmp/tiny.gguf" --chat hi
+err "unknown --chat-format" 1 "unknown chat format 'llama3'" "$NEXTN" tokenize -m "$v" --chat --chat-format llama3 hi
+err "--no-think without --chat" 2 "need --chat" "$NEXTN" tokenize -m "$v" --no-think hi
 exit $fail
