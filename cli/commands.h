@@ -25,5 +25,6 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_spec_bench(int argc, char **argv);
 int cmd_mtp_extract(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

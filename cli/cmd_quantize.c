@@ -1,0 +1,82 @@
+/* cmd_quantize.c - `nextn quantize IN.gguf OUT.gguf TYPE [-t N] [--force] [-q]`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "quant.h"
+#include "quantize.h"
+#include "threads.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: nextn quantize IN.gguf OUT.gguf TYPE [-t N] [--force] [-q]\n"
+            "\n"
+            "Re-quantises a GGUF with llama.cpp's per-tensor rules (llama-quantize without imatrix).\n"
+            "  TYPE        %s (q4_k_m: q4_K, with q6_K for the head and for\n"
+            "              attn_v/attn_qkv/ffn_down on llama.cpp's \"more bits\" layers)\n"
+            "  -t N        threads (default: NEXTN_THREADS or all CPUs)\n"
+            "  --force     replace an existing OUT.gguf\n"
+            "  -q          no progress output\n",
+            nx_quant_mix_names());
+}
+
+typedef struct qprogress { double t0, last; bool quiet, tty; } qprogress;
+
+static void on_progress(void *user, uint64_t done, uint64_t total, const char *tensor, uint32_t type) {
+    qprogress *p = user;
+    if (p->quiet) return;
+    double now = nx_time_s();
+    if (now - p->last < 0.25 && done < total) return;
+    p->last = now;
+    double el = now - p->t0;
+    fprintf(stderr, "%s[%3.0f%%] %8.1f / %.1f MB  %7.1f MB/s  %-36.36s -> %-5s%s", p->tty ? "\r" : "",
+            total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1e6, (double)total / 1e6,
+            el > 0 ? (double)done / 1e6 / el : 0.0, tensor, nx_type_name(type), p->tty ? "" : "\n");
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *pos[3] = {0};
+    int n_pos = 0, threads = 0;
+    bool force = false, quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "-t") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 1024) { fprintf(stderr, "nextn quantize: -t wants 1..1024\n"); return 2; }
+            threads = (int)v;
+        } else if (!strcmp(a, "--force")) force = true;
+        else if (!strcmp(a, "-q")) quiet = true;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "nextn quantize: unknown or incomplete option '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        } else if (n_pos < 3) pos[n_pos++] = a;
+        else { fprintf(stderr, "nextn quantize: unexpected argument '%s'\n", a); return 2; }
+    }
+    if (n_pos != 3) { usage(stderr); return 2; }
+    const nx_quant_mix *mix = nx_quant_mix_find(pos[2]);
+    if (!mix) {
+        fprintf(stderr, "nextn quantize: unknown type '%s' (%s)\n", pos[2], nx_quant_mix_names());
+        return 2;
+    }
+    struct stat sb;
+    if (!force && stat(pos[1], &sb) == 0) {
+        fprintf(stderr, "nextn quantize: %s exists (use --force to replace it)\n", pos[1]);
+        return 1;
+    }
+    nx_err err;
+    nx_pool *pool = nx_pool_create(threads, &err);
+    if (!pool) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
+    qprogress p = {.t0 = nx_time_s(), .quiet = quiet, .tty = isatty(2)};
+    bool ok = nx_quantize_file(pos[0], pos[1], mix, pool, on_progress, &p, &err);
+    nx_pool_free(pool);
+    if (!quiet && p.tty) fprintf(stderr, "\n");
+    if (!ok) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
+    if (!quiet) fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);
+    return 0;
+}

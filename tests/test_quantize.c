@@ -1,0 +1,149 @@
+/* test_quantize.c - `nextn quantize` against llama.cpp's llama-quantize.
+ *
+ * Expected outputs come from llama.cpp (snapshot d32676d7, build/bin/llama-quantize, no imatrix,
+ * 1 thread), committed under tests/fixtures/quantize/ (README there):
+ *   - tiny-<mix>.types: the type llama-quantize chose for every tensor of the mkmodel `tiny`
+ *     preset (F16, seed 1, MTP), in its output order, for the five mixes;
+ *   - hf-qwen35-a-f16-<mix>.llama.gguf: llama-quantize's whole output file for fixture a
+ *     converted to F16 (rows of 64: the K-quant fallbacks), which ours must equal byte for byte.
+ * The data of every re-quantised tiny tensor is also checked against quant.c's reference
+ * quantiser applied to the dequantised source. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "gguf.h"
+#include "mkmodel.h"
+#include "quant.h"
+#include "quantize.h"
+
+static char made[16][512];
+static int n_made;
+
+static const char *tmp(const char *tag) {
+    assert_true(n_made < 16);
+    snprintf(made[n_made], sizeof made[0], "%s", tu_tmp_path(tag));
+    return made[n_made++];
+}
+
+static const char *tiny_f16(void) {
+    static const char *path;
+    if (path) return path;
+    path = tmp("tiny-f16.gguf");
+    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F16, .seed = 1, .mtp = true, .tie = -1};
+    nx_err err;
+    if (!nx_mkmodel_write(&o, path, NULL, &err)) fail_msg("mkmodel: %s", err.msg);
+    return path;
+}
+
+static void check_tiny_mix(const char *mix_name) {
+    const nx_quant_mix *mix = nx_quant_mix_find(mix_name);
+    assert_non_null(mix);
+    const char *out = tmp(mix_name);
+    nx_err err;
+    nx_pool *pool = nx_pool_create(2, &err);
+    if (!nx_quantize_file(tiny_f16(), out, mix, pool, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    nx_pool_free(pool);
+    nx_gguf *in, *q;
+    assert_true(nx_gguf_open(&in, tiny_f16(), &err));
+    assert_true(nx_gguf_open(&q, out, &err));
+    /* types and order as llama-quantize */
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/quantize/tiny-%s.types", mix_name);
+    size_t len;
+    char *want = tu_read_file(tu_src_path(path), &len);
+    assert_non_null(want);
+    char *line = want;
+    uint64_t i = 0;
+    for (char *nl; (nl = strchr(line, '\n')); line = nl + 1, i++) {
+        *nl = 0;
+        char name[128], type[16];
+        assert_int_equal(sscanf(line, "%127s %15s", name, type), 2);
+        if (i >= q->n_tensors) fail_msg("%s: fewer tensors than llama.cpp", mix_name);
+        const nx_gguf_tensor *t = &q->tensors[i];
+        if (!nx_str_eq(t->name, name)) fail_msg("%s: tensor %llu is %.*s, llama.cpp has %s", mix_name,
+                                                (unsigned long long)i, (int)t->name.len, t->name.ptr, name);
+        nx_type tt;
+        assert_true(nx_type_from_name(type, &tt));
+        if (t->type != (uint32_t)tt) fail_msg("%s: %s is %s, llama.cpp chose %s", mix_name, name, nx_type_name(t->type), type);
+        /* data: reference quantiser of the dequantised source, or an unchanged copy */
+        const nx_gguf_tensor *s = nx_gguf_find_tensor(in, name);
+        assert_non_null(s);
+        if (s->type == t->type) {
+            assert_int_equal(s->nbytes, t->nbytes);
+            assert_memory_equal(s->data, t->data, s->nbytes);
+        } else {
+            uint64_t n = s->ne[0] * s->ne[1] * s->ne[2] * s->ne[3];
+            float *f = malloc(n * sizeof *f);
+            void *b = malloc(t->nbytes);
+            nx_type_get(s->type)->to_float(s->data, f, (int64_t)n);
+            nx_type_get(t->type)->from_float(f, b, (int64_t)n);
+            assert_memory_equal(b, t->data, t->nbytes);
+            free(f);
+            free(b);
+        }
+    }
+    assert_int_equal(i, q->n_tensors);
+    uint32_t ft;
+    assert_true(nx_gguf_get_u32(q, "general.file_type", &ft, &err));
+    assert_int_equal(ft, mix->ftype);
+    assert_int_equal(q->n_kv, in->n_kv);
+    free(want);
+    nx_gguf_close(in);
+    nx_gguf_close(q);
+}
+
+static void test_tiny_q8_0(void **s) { (void)s; check_tiny_mix("q8_0"); }
+static void test_tiny_q4_0(void **s) { (void)s; check_tiny_mix("q4_0"); }
+static void test_tiny_q5_0(void **s) { (void)s; check_tiny_mix("q5_0"); }
+static void test_tiny_q6_k(void **s) { (void)s; check_tiny_mix("q6_k"); }
+static void test_tiny_q4_k_m(void **s) { (void)s; check_tiny_mix("q4_k_m"); }
+
+/* Whole files equal to llama-quantize's for the converted fixture a. */
+static void check_file(const char *mix_name) {
+    const char *f16 = tmp("a-f16.gguf");
+    nx_convert_opts o = {.out_type = NX_TYPE_F16};
+    nx_err err;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tu_src_path("tests/fixtures/hf-qwen35-a"));
+    if (!nx_convert_hf(dir, f16, &o, &err)) fail_msg("%s", err.msg);
+    const char *out = tmp(mix_name);
+    if (!nx_quantize_file(f16, out, nx_quant_mix_find(mix_name), NULL, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/quantize/hf-qwen35-a-f16-%s.llama.gguf", mix_name);
+    size_t la, lb;
+    void *a = tu_read_file(tu_src_path(path), &la), *b = tu_read_file(out, &lb);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+}
+
+static void test_file_q4_0(void **s) { (void)s; check_file("q4_0"); }
+static void test_file_q4_k_m(void **s) { (void)s; check_file("q4_k_m"); }
+
+static void test_errors(void **s) {
+    (void)s;
+    nx_err err;
+    assert_null(nx_quant_mix_find("q3_k_s"));
+    assert_non_null(nx_quant_mix_find("Q4_K_M"));
+    assert_false(nx_quantize_file("/nonexistent/x.gguf", tmp("x"), nx_quant_mix_find("q8_0"), NULL, NULL, NULL, &err));
+    assert_non_null(strstr(err.msg, "/nonexistent/x.gguf"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_q8_0),   cmocka_unit_test(test_tiny_q4_0), cmocka_unit_test(test_tiny_q5_0),
+        cmocka_unit_test(test_tiny_q6_k),   cmocka_unit_test(test_tiny_q4_k_m),
+        cmocka_unit_test(test_file_q4_0),   cmocka_unit_test(test_file_q4_k_m),
+        cmocka_unit_test(test_errors),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    for (int i = 0; i < n_made; i++) remove(made[i]);
+    return rc;
+}
