@@ -1,10 +1,11 @@
 /* sample.c - the sampling chain (see sample.h for the exact semantics).
  *
- * Cost per token on a vocabulary of V: one pass to validate the row, a copy (penalties work on
- * the copy, the caller's logits stay untouched), and then either
- *   - top-k: one pass keeping a k-entry min-heap of the best logits (O(V + k log k · hits)),
- *   - no top-k: the candidates are all finite tokens; top-p first tries the best 256 by
- *     heap selection and sorts everything only if those 256 hold less than p of the mass,
+ * Cost per token on a vocabulary of V: one vectorisable pass to validate the row, a copy only
+ * when penalties are active (they work on the copy; the caller's logits stay untouched), then
+ *   - top-k: one pass keeping a k-entry min-heap of the best logits; blocks of 64 logits whose
+ *     maximum cannot beat the heap's worst are skipped after a vectorisable max;
+ *   - no top-k: the candidates are all finite tokens; top-p selects the best 256 (quickselect,
+ *     then a sort of those only) and grows the prefix 16-fold until it holds p of the mass;
  *     min-p filters in one pass and sorts only the survivors.
  * No full sort of the vocabulary happens when top-k is set.
  */
@@ -24,9 +25,9 @@ struct nx_sampler {
     nx_sampler_params params;
     int32_t n_vocab;
     uint64_t rng[4];        /* xoshiro256** state */
-    float *work;            /* [n_vocab] penalised copy of the logits */
+    float *work;            /* [n_vocab] penalised copy of the logits (used only with penalties) */
+    const float *row;       /* the row the chain reads: the caller's logits, or `work` */
     nx_cand *cand;          /* [n_vocab] current candidate set */
-    nx_cand *sorted;        /* [n_vocab] selection output */
     float *dense;           /* [n_vocab] zeroed scratch for nx_dist_residual; zero between calls */
     int32_t *hist;          /* accepted tokens, oldest first */
     int32_t n_hist, cap_hist;
@@ -146,7 +147,6 @@ void nx_sampler_free(nx_sampler *s) {
     if (!s) return;
     free(s->work);
     free(s->cand);
-    free(s->sorted);
     free(s->dense);
     free(s->hist);
     free(s->win);
@@ -164,8 +164,7 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
     s->n_vocab = n_vocab;
     s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
     s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
-    s->sorted = s->cand ? nx_malloc((size_t)n_vocab * sizeof *s->sorted, "sampler candidates", err) : NULL;
-    s->dense = s->sorted ? nx_calloc((size_t)n_vocab, sizeof *s->dense, "sampler residual scratch", err) : NULL;
+    s->dense = s->cand ? nx_calloc((size_t)n_vocab, sizeof *s->dense, "sampler residual scratch", err) : NULL;
     if (!s->dense || !nx_dist_init(&s->own, n_vocab, err)) {
         nx_sampler_free(s);
         return false;
@@ -289,54 +288,105 @@ static inline void heap_offer(nx_cand *h, int32_t *n, int32_t m, nx_cand c) {
 
 /* Best m finite entries of a logit row, sorted, into out.  Returns how many (<= m). */
 static int32_t select_top_row(const float *row, int32_t n_vocab, int32_t m, nx_cand *out) {
+    enum { BLOCK = 64 };
     int32_t n = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        float l = row[i];
-        if (l == -INFINITY) continue;
-        if (n == m && l < out[0].logit) continue; /* fast reject: cannot beat the worst kept */
-        heap_offer(out, &n, m, (nx_cand){l, i});
+    for (int32_t b = 0; b < n_vocab; b += BLOCK) {
+        int32_t e = NX_MIN(b + BLOCK, n_vocab);
+        if (n == m) { /* heap full: skip the block if nothing in it can beat the worst kept */
+            float bmax = -INFINITY;
+            for (int32_t i = b; i < e; i++) bmax = row[i] > bmax ? row[i] : bmax;
+            if (bmax < out[0].logit) continue;
+        }
+        for (int32_t i = b; i < e; i++) {
+            float l = row[i];
+            if (l == -INFINITY) continue;
+            if (n == m && l < out[0].logit) continue; /* cannot beat the worst kept */
+            heap_offer(out, &n, m, (nx_cand){l, i});
+        }
     }
     qsort(out, (size_t)n, sizeof *out, cmp_cand);
     return n;
 }
 
-/* Best m entries of a candidate array, sorted, into out. */
-static int32_t select_top_cand(const nx_cand *in, int32_t n_in, int32_t m, nx_cand *out) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < n_in; i++) {
-        if (n == m && in[i].logit < out[0].logit) continue;
-        heap_offer(out, &n, m, in[i]);
+static inline void cand_swap(nx_cand *a, nx_cand *b) {
+    nx_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Quickselect: permutes c[0..n) so that c[0..m) holds the m best entries (in no particular
+ * order).  The order is total (ids are distinct), which the Hoare partition below relies on:
+ * after it, everything in [lo, j] is better than or equal to the pivot, everything in [i, hi)
+ * worse than or equal, and j < i. */
+static void select_best(nx_cand *c, int32_t n, int32_t m) {
+    int32_t lo = 0, hi = n;
+    while (hi - lo > 16) {
+        int32_t mid = lo + (hi - lo) / 2;
+        /* median of three as the pivot: never the range's extreme, so both sides shrink */
+        if (cand_better(c[mid], c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (cand_better(c[hi - 1], c[lo])) cand_swap(&c[hi - 1], &c[lo]);
+        if (cand_better(c[hi - 1], c[mid])) cand_swap(&c[hi - 1], &c[mid]);
+        nx_cand piv = c[mid]; /* c[lo] better than piv better than c[hi - 1] */
+        int32_t i = lo, j = hi - 1;
+        while (i <= j) {
+            while (cand_better(c[i], piv)) i++;
+            while (cand_better(piv, c[j])) j--;
+            if (i <= j) {
+                cand_swap(&c[i], &c[j]);
+                i++;
+                j--;
+            }
+        }
+        if (m <= j) hi = j + 1;
+        else if (m >= i) lo = i;
+        else return; /* the boundary lies on the pivot itself */
     }
-    qsort(out, (size_t)n, sizeof *out, cmp_cand);
-    return n;
+    /* small range: insertion sort puts everything in place */
+    for (int32_t a = lo + 1; a < hi; a++) {
+        nx_cand x = c[a];
+        int32_t b = a - 1;
+        while (b >= lo && cand_better(x, c[b])) {
+            c[b + 1] = c[b];
+            b--;
+        }
+        c[b + 1] = x;
+    }
 }
 
 /* ---- the chain ------------------------------------------------------------------------------- */
 
-/* Validates the row: no NaN or +inf, at least one finite logit. */
+/* Validates the row: no NaN or +inf, at least one finite logit.  The first loop has no early
+ * exit so it vectorises; the second finds the culprit only when there is one. */
 static bool check_row(const float *logits, int32_t n_vocab, nx_err *err) {
-    int32_t n_finite = 0;
+    int bad = 0, finite = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
         float l = logits[i];
-        if (isnan(l)) return nx_fail(err, "sampler: logit of token %d is NaN", i);
-        if (l == INFINITY) return nx_fail(err, "sampler: logit of token %d is +inf", i);
-        n_finite += l != -INFINITY;
+        bad |= (l != l) | (l == INFINITY);   /* NaN compares unequal to itself */
+        finite |= l != -INFINITY;
     }
-    if (n_finite == 0) return nx_fail(err, "sampler: every logit is -inf (%d tokens): nothing to sample", n_vocab);
+    if (bad) {
+        for (int32_t i = 0; i < n_vocab; i++) {
+            if (isnan(logits[i])) return nx_fail(err, "sampler: logit of token %d is NaN", i);
+            if (logits[i] == INFINITY) return nx_fail(err, "sampler: logit of token %d is +inf", i);
+        }
+    }
+    if (!finite) return nx_fail(err, "sampler: every logit is -inf (%d tokens): nothing to sample", n_vocab);
     return true;
 }
 
 int32_t nx_argmax(const float *logits, int32_t n) {
-    int32_t best = -1;
-    float best_l = -INFINITY;
+    /* two vectorisable passes: the maximum (and any NaN), then its first position */
+    float mx = -INFINITY;
+    int nan = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (isnan(logits[i])) return -1;
-        if (logits[i] > best_l) { /* strict: ties keep the lowest id */
-            best_l = logits[i];
-            best = i;
-        }
+        float l = logits[i];
+        nan |= l != l;
+        mx = l > mx ? l : mx;
     }
-    return best;
+    if (nan || mx == -INFINITY) return -1;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] == mx) return i; /* the first: ties go to the lowest id */
+    return -1;
 }
 
 /* Writes softmax(cand / temp) into out (same order). */
@@ -365,29 +415,28 @@ static void apply_top_p(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_kee
     double total = 0.0;
     for (int32_t i = 0; i < *n; i++) total += expf(cand[i].logit - max_l);
 
-    /* Try the best 256 first: usually they hold p of the mass, sparing a full sort. */
-    int32_t m = *sorted || *n <= 1024 ? *n : 256;
+    /* Sort only a prefix: the best 256, then 16 times more while they hold less than p. */
+    int32_t m = *sorted ? *n : NX_MIN(*n, 256);
     for (;;) {
-        const nx_cand *src = cand;
         if (!*sorted) {
-            select_top_cand(cand, *n, m, s->sorted);
-            src = s->sorted;
+            if (m < *n) select_best(cand, *n, m);
+            qsort(cand, (size_t)m, sizeof *cand, cmp_cand);
         }
         double cum = 0.0;
         int32_t keep = -1;
         for (int32_t i = 0; i < m; i++) {
-            cum += expf(src[i].logit - max_l) / total;
+            cum += expf(cand[i].logit - max_l) / total;
             if (cum >= top_p && i + 1 >= min_keep) {
                 keep = i + 1;
                 break;
             }
         }
-        if (keep < 0 && m < *n) { /* the prefix did not reach p: sort everything */
-            m = *n;
+        if (keep < 0 && m < *n) { /* the prefix did not reach p: a larger one */
+            m = *n / 16 > m ? m * 16 : *n;
+            m = NX_MIN(m, *n);
             continue;
         }
         if (keep < 0) keep = *n; /* rounding: p never reached, keep all */
-        if (src != cand) memcpy(cand, src, (size_t)keep * sizeof *cand);
         *n = keep;
         *sorted = true;
         return;
@@ -420,7 +469,7 @@ static void apply_min_p(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_kee
      * the candidates from the penalised row and take the best min_keep. */
     int32_t total = 0;
     for (int32_t i = 0; i < s->n_vocab; i++)
-        if (s->work[i] != -INFINITY) cand[total++] = (nx_cand){s->work[i], i};
+        if (s->row[i] != -INFINITY) cand[total++] = (nx_cand){s->row[i], i};
     qsort(cand, (size_t)total, sizeof *cand, cmp_cand);
     *n = NX_MIN(min_keep, total);
     *sorted = true;
@@ -431,11 +480,15 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
     const int32_t V = s->n_vocab;
     if (out->cap < V) return nx_fail(err, "sampler: distribution capacity %d is below the vocabulary size %d", out->cap, V);
     if (!check_row(logits, V, err)) return false;
-    memcpy(s->work, logits, (size_t)V * sizeof *s->work);
-    if (!apply_penalties(s, err)) return false;
+    s->row = logits;
+    if (penalties_active(p) && s->n_hist > 0) {
+        memcpy(s->work, logits, (size_t)V * sizeof *s->work);
+        if (!apply_penalties(s, err)) return false;
+        s->row = s->work;
+    }
 
     if (p->temp <= 0.0f) { /* greedy: point mass on the argmax, ties to the lowest id */
-        out->ids[0] = nx_argmax(s->work, V);
+        out->ids[0] = nx_argmax(s->row, V);
         out->probs[0] = 1.0f;
         out->n = 1;
         return true;
@@ -445,12 +498,12 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
     int32_t n;
     bool sorted;
     if (p->top_k > 0 && p->top_k < V) {
-        n = select_top_row(s->work, V, NX_MAX(p->top_k, 1), s->cand);
+        n = select_top_row(s->row, V, p->top_k, s->cand);
         sorted = true;
     } else {
         n = 0;
         for (int32_t i = 0; i < V; i++)
-            if (s->work[i] != -INFINITY) s->cand[n++] = (nx_cand){s->work[i], i};
+            if (s->row[i] != -INFINITY) s->cand[n++] = (nx_cand){s->row[i], i};
         sorted = false;
     }
     /* n >= 1: check_row found a finite logit and penalties keep finite logits finite. */
