@@ -78,6 +78,8 @@ typedef struct nextn_context_params {
     int32_t n_seq;             /* sequences (default 1) */
     int32_t n_threads;         /* <= 0: NEXTN_THREADS or the number of CPUs */
     nextn_kv_type kv_type;     /* attention cache type (default F16) */
+    int32_t n_snapshots;       /* recurrent-state snapshots per sequence (default 0): after a batch,
+                                * truncating up to this many of its last tokens is O(1) */
 } nextn_context_params;
 
 typedef struct nextn_memory {
@@ -119,8 +121,10 @@ const float *nextn_get_hidden(const nextn_context *ctx, int32_t row);
 /* Per-sequence memory. */
 int32_t nextn_n_past(const nextn_context *ctx, int32_t seq);
 bool nextn_seq_clear(nextn_context *ctx, int32_t seq, nextn_error *err);
-/* Keep positions < from_pos of seq (see the forward documentation for the recurrent limits:
- * arbitrary truncation of a recurrent model needs snapshots, otherwise an error says so). */
+/* Keep positions < from_pos of seq.  A recurrent model cannot forget tokens by itself: besides
+ * from_pos == 0 (clear) and from_pos >= n_past (no-op), truncation drops at most n_snapshots of
+ * the tokens of the sequence's last batch (fewer than that batch had); otherwise an error says
+ * so and nothing changes. */
 bool nextn_seq_truncate(nextn_context *ctx, int32_t seq, int32_t from_pos, nextn_error *err);
 bool nextn_seq_copy(nextn_context *ctx, int32_t src, int32_t dst, nextn_error *err);
 

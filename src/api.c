@@ -122,7 +122,7 @@ nextn_tokenizer *nextn_model_tokenizer(const nextn_model *m) { return (nextn_tok
 /* ---- context ----------------------------------------------------------------------------- */
 
 nextn_context_params nextn_context_default_params(void) {
-    nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16};
+    nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16, .n_snapshots = 0};
     return p;
 }
 
@@ -145,6 +145,7 @@ bool nextn_context_create(nextn_context **out, const nextn_model *model, const n
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = p.n_ctx;
     cp.n_seq = p.n_seq;
+    cp.n_snapshots = p.n_snapshots;
     cp.kv_type = p.kv_type == NEXTN_KV_F32 ? NX_KV_F32 : NX_KV_F16;
     if (!nx_ctx_create(&c->ctx, model->model, &cp, c->pool, &ie)) {
         nx_pool_free(c->pool);

@@ -224,10 +224,50 @@ static void test_sequences(void **state) {
     assert_int_equal(nextn_n_past(c, 0), 4);
     assert_true(nextn_seq_truncate(c, 0, 0, &err));
     assert_int_equal(nextn_n_past(c, 0), 0);
+    /* without snapshots, dropping part of a batch is refused and changes nothing */
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 4, .token = tok, .pos = pos}, &err));
+    assert_false(nextn_seq_truncate(c, 0, 2, &err));
+    assert_true(strlen(err.msg) > 0);
+    assert_int_equal(nextn_n_past(c, 0), 4);
+    assert_true(nextn_seq_clear(c, 0, &err));
     /* bad sequence ids name the limit */
     assert_false(nextn_seq_clear(c, 2, &err));
     assert_non_null(strstr(err.msg, "[0, 2)"));
     assert_false(nextn_seq_copy(c, 0, -1, &err));
+    free(ref);
+    nextn_context_free(c);
+}
+
+/* With snapshots: truncate the last 2 tokens of a batch and decode them again: same logits
+ * as the first time; dropping more than n_snapshots is refused. */
+static void test_truncate_with_snapshots(void **state) {
+    (void)state;
+    nextn_model_info info;
+    nextn_model_get_info(model, &info);
+    const int V = info.n_vocab;
+    nextn_context_params p = nextn_context_default_params();
+    p.n_ctx = 16;
+    p.n_snapshots = 3;
+    p.n_threads = 2;
+    nextn_context *c;
+    nextn_error err;
+    assert_true(nextn_context_create(&c, model, &p, &err));
+    const int32_t tok[4] = {11, 12, 13, 14}, pos[4] = {0, 1, 2, 3};
+    const int8_t all[4] = {1, 1, 1, 1};
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 4, .token = tok, .pos = pos, .logits = all}, &err));
+    float *ref = malloc((size_t)V * 2 * sizeof *ref);
+    memcpy(ref, nextn_get_logits(c, 2), (size_t)V * sizeof *ref);
+    memcpy(ref + V, nextn_get_logits(c, 3), (size_t)V * sizeof *ref);
+    assert_true(nextn_seq_truncate(c, 0, 2, &err));
+    assert_int_equal(nextn_n_past(c, 0), 2);
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 2, .token = tok + 2, .pos = pos + 2, .logits = all}, &err));
+    assert_true(max_rel_diff(nextn_get_logits(c, 0), ref, V) < 1e-5f);
+    assert_true(max_rel_diff(nextn_get_logits(c, 1), ref + V, V) < 1e-5f);
+    /* a new batch of 1 token cannot be dropped (it is the only row), nor 3 tokens back */
+    const int32_t one = 15, p4 = 4;
+    assert_true(nextn_decode(c, &(nextn_batch){.n_tokens = 1, .token = &one, .pos = &p4}, &err));
+    assert_false(nextn_seq_truncate(c, 0, 2, &err));
+    assert_int_equal(nextn_n_past(c, 0), 5);
     free(ref);
     nextn_context_free(c);
 }
@@ -365,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_decode_outputs),
         cmocka_unit_test(test_batch_equals_sequential),
         cmocka_unit_test(test_sequences),
+        cmocka_unit_test(test_truncate_with_snapshots),
         cmocka_unit_test(test_tokenizer),
         cmocka_unit_test(test_sampling),
     };
