@@ -105,8 +105,14 @@ bool nx_mtp_head_open(nx_mtp_head **out, const nx_model *trunk, const char *trun
         free(h);
         return true;
     }
-    if (!load_mtp_file(&h->owned_file, path, err)) goto fail;
-    if (!nx_mtp_head_from_model(h, h->owned_file, trunk, path, err)) goto fail;
+    nx_model *file;
+    if (!load_mtp_file(&file, path, err)) goto fail;
+    /* (nx_mtp_head_from_model clears *h, so owned_file is set after it) */
+    if (!nx_mtp_head_from_model(h, file, trunk, path, err)) {
+        nx_model_free(file);
+        goto fail;
+    }
+    h->owned_file = file;
     *out = h;
     return true;
 fail:

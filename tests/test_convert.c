@@ -7,7 +7,8 @@
  *   b: F16, tied head, linear k-heads 2 != v-heads 6, GQA 4/1, MTP, 3 shards, "a b" merges
  *   c: BF16, Qwen3_5ForConditionalGeneration layout, k-heads 1 != v-heads 4, chat_template.jinja
  * Checks:
- *   - convert -> nextn forward: logits match the reference, argmax equal on every row;
+ *   - convert -> nextn forward: logits match the reference, argmax equal on every row; the same
+ *     for the MTP head's logits (single file, and --no-mtp trunk + --mtp head file);
  *   - the transformations, checked value by value against the safetensors source from their
  *     definitions (+1 on zero-centred norms, none on linear_attn.norm, -exp(A_log), V-head
  *     permutation grouped -> tiled in every affected tensor, conv1d squeeze);
@@ -26,6 +27,7 @@
 #include "forward.h"
 #include "gguf.h"
 #include "model.h"
+#include "mtp.h"
 #include "quant.h"
 #include "safetensors.h"
 
@@ -104,6 +106,77 @@ static void check_logits(const char *gguf, const char *ref_bin, double tol) {
     nx_pool_free(pool);
     nx_model_free(m);
     free(ref);
+}
+
+/* MTP head vs the reference's MTP logits: row p = (token p, trunk hidden of p-1), row 0 with a
+ * zero hidden.  The head comes from the trunk file itself (mtp_file NULL) or from a separate
+ * mtp-only file next to a --no-mtp trunk. */
+static void check_mtp_logits(const char *gguf, const char *mtp_file, const char *ref_bin, double tol) {
+    int32_t tok[64], pos[64];
+    int8_t want[64];
+    int n = read_tokens(tok, 64);
+    size_t len;
+    float *ref = tu_read_file(tu_src_path(ref_bin), &len);
+    assert_non_null(ref);
+    assert_int_equal(len, (size_t)n * N_VOCAB * sizeof(float));
+    nx_model *m;
+    nx_err err;
+    if (!nx_model_load(&m, gguf, mtp_file == NULL, &err)) fail_msg("load: %s", err.msg);
+    nx_pool *pool = nx_pool_create(1, &err);
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 64;
+    cp.kv_type = NX_KV_F32;
+    nx_ctx *ctx;
+    if (!nx_ctx_create(&ctx, m, &cp, pool, &err)) fail_msg("ctx: %s", err.msg);
+    for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
+    nx_batch b = {.n_tokens = n, .token = tok, .pos = pos, .logits = want};
+    if (!nx_forward(ctx, &b, &err)) fail_msg("forward: %s", err.msg);
+    const int E = (int)m->hp.n_embd;
+    float *hprev = calloc((size_t)n * E, sizeof *hprev);
+    memcpy(hprev + E, nx_ctx_hidden(ctx), (size_t)(n - 1) * E * sizeof *hprev);
+    nx_mtp_head *head;
+    char notice[256];
+    if (!nx_mtp_head_open(&head, m, gguf, mtp_file, notice, sizeof notice, &err)) fail_msg("mtp head: %s", err.msg);
+    if (!head) fail_msg("no MTP head: %s", notice);
+    nx_mtp *mtp;
+    if (!nx_mtp_create(&mtp, head, 64, 1, NX_KV_F32, pool, &err)) fail_msg("mtp: %s", err.msg);
+    if (!nx_mtp_forward(mtp, n, tok, pos, NULL, hprev, want, &err)) fail_msg("mtp forward: %s", err.msg);
+    double worst = 0;
+    for (int r = 0; r < n; r++) {
+        const float *lg = nx_mtp_logits(mtp, r), *rf = ref + (size_t)r * N_VOCAB;
+        int am = 0, ar = 0;
+        for (int v = 0; v < N_VOCAB; v++) {
+            double d = fabs((double)lg[v] - rf[v]);
+            if (!(d <= worst)) worst = d;
+            if (lg[v] > lg[am]) am = v;
+            if (rf[v] > rf[ar]) ar = v;
+        }
+        if (am != ar) fail_msg("%s MTP row %d: argmax %d, reference %d", gguf, r, am, ar);
+    }
+    print_message("%s: MTP max |logit - reference| = %.3g (tolerance %g)\n", mtp_file ? "split files" : "single file",
+                  worst, tol);
+    if (!(worst <= tol)) fail_msg("%s: MTP max |logit - reference| = %g > %g", gguf, worst, tol);
+    nx_mtp_free(mtp);
+    nx_mtp_head_free(head);
+    free(hprev);
+    nx_ctx_free(ctx);
+    nx_pool_free(pool);
+    nx_model_free(m);
+    free(ref);
+}
+
+static void test_mtp_logits(void **s) {
+    (void)s;
+    check_mtp_logits(convert_to("tests/fixtures/hf-qwen35-a", NX_TYPE_F32, NX_CONVERT_MTP_EMBED, "ma32.gguf"), NULL,
+                     "tests/fixtures/ref-qwen35-a.mtp.bin", 1e-4);
+    check_mtp_logits(convert_to("tests/fixtures/hf-qwen35-c", NX_TYPE_F32, NX_CONVERT_MTP_EMBED, "mc32.gguf"), NULL,
+                     "tests/fixtures/ref-qwen35-c.mtp.bin", 1e-4);
+    check_mtp_logits(convert_to("tests/fixtures/hf-qwen35-b", NX_TYPE_F16, NX_CONVERT_MTP_EMBED, "mb16.gguf"), NULL,
+                     "tests/fixtures/ref-qwen35-b.mtp.bin", 0.1);
+    /* --no-mtp trunk + --mtp head file == the single file */
+    const char *trunk = convert_to("tests/fixtures/hf-qwen35-a", NX_TYPE_F32, NX_CONVERT_MTP_DROP, "st32.gguf");
+    const char *head = convert_to("tests/fixtures/hf-qwen35-a", NX_TYPE_F32, NX_CONVERT_MTP_ONLY, "sm32.gguf");
+    check_mtp_logits(trunk, head, "tests/fixtures/ref-qwen35-a.mtp.bin", 1e-4);
 }
 
 static void test_logits_a_f32(void **s) {
@@ -481,6 +554,7 @@ int main(void) {
         cmocka_unit_test(test_keys_and_types),
         cmocka_unit_test(test_q8_0_matches_quantiser),
         cmocka_unit_test(test_mtp_split),
+        cmocka_unit_test(test_mtp_logits),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < n_outputs; i++) remove(outputs[i]);
