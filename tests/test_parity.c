@@ -46,6 +46,7 @@
 typedef struct pmodel {
     char name[64], preset[16], type[16];
     uint64_t seed, fnv;
+    bool tied;              /* optional 6th field "tied": mkmodel --tie */
 } pmodel;
 
 typedef struct pcase {
@@ -124,8 +125,10 @@ static void read_manifest(void) {
             assert_true(n_models < MAX_MODELS);
             pmodel *m = &models[n_models++];
             unsigned long long seed, fnv;
-            if (sscanf(line, "model %63s %15s %15s %llu %llx", m->name, m->preset, m->type, &seed, &fnv) != 5)
-                fail_msg("%s:%d: bad model line", path, ln);
+            char extra[16] = "";
+            int got = sscanf(line, "model %63s %15s %15s %llu %llx %15s", m->name, m->preset, m->type, &seed, &fnv, extra);
+            if (got < 5 || (got == 6 && strcmp(extra, "tied") != 0)) fail_msg("%s:%d: bad model line", path, ln);
+            m->tied = got == 6;
             m->seed = seed;
             m->fnv = fnv;
         } else if (!strcmp(kind, "case")) {
@@ -310,14 +313,16 @@ static void test_parity_all(void **state) {
         nx_type t;
         if (!nx_type_from_name(m->type, &t)) fail_msg("cases.txt: unknown type '%s'", m->type);
         const char *path = tu_tmp_path(m->name);
-        nx_mk_options o = {.preset = m->preset, .type = (uint32_t)t, .seed = m->seed, .mtp = true, .tie = -1};
+        nx_mk_options o = {.preset = m->preset, .type = (uint32_t)t, .seed = m->seed, .mtp = true,
+                           .tie = m->tied ? 1 : -1};
         if (!nx_mkmodel_write(&o, path, pool, &err)) fail_msg("%s: %s", m->name, err.msg);
         uint64_t h = fnv1a64_file(path);
         if (h != m->fnv)
-            fail_msg("%s: nextn mkmodel --preset %s --type %s --seed %llu now writes different bytes "
+            fail_msg("%s: nextn mkmodel --preset %s --type %s --seed %llu%s now writes different bytes "
                      "(fnv1a64 %016llx, fixtures were made from %016llx): regenerate tests/fixtures/parity "
                      "as described in tests/fixtures/README.md",
-                     m->name, m->preset, m->type, (unsigned long long)m->seed, (unsigned long long)h,
+                     m->name, m->preset, m->type, (unsigned long long)m->seed, m->tied ? " --tie" : "",
+                     (unsigned long long)h,
                      (unsigned long long)m->fnv);
         nx_model *model;
         if (!nx_model_load(&model, path, true, &err)) fail_msg("%s: %s", m->name, err.msg);
