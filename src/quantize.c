@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "convert_kernels.h"
 #include "gguf.h"
 #include "quant.h"
 
@@ -156,7 +159,17 @@ typedef struct qjob {
     const qtensor *cur;
     void *dst;
     size_t src_row_bytes, dst_row_bytes;
+    nx_cv_f16_to_f32_fn f16_to_f32;
+    nx_cv_q8_0_fn q8_0;
 } qjob;
+
+/* Drops the input pages of a processed tensor (whole pages inside it) from the process's
+ * resident set; advisory, the mapping stays valid. */
+static void release_pages(const void *data, uint64_t nbytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)data + page - 1) & ~(page - 1), b = ((uintptr_t)data + nbytes) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
 
 static void convert_rows(void *ctx, int ith, int nth) {
     qjob *j = ctx;
@@ -164,9 +177,15 @@ static void convert_rows(void *ctx, int ith, int nth) {
     const nx_type_traits *from = nx_type_get(t->src->type), *to = nx_type_get(t->type);
     uint64_t r0 = t->rows * (uint64_t)ith / (uint64_t)nth, r1 = t->rows * (uint64_t)(ith + 1) / (uint64_t)nth;
     float *row = j->scratch + (size_t)ith * j->max_cols;
+    const uint64_t n = t->src->ne[0];
     for (uint64_t r = r0; r < r1; r++) {
-        from->to_float((const uint8_t *)t->src->data + r * j->src_row_bytes, row, (int64_t)t->src->ne[0]);
-        to->from_float(row, (uint8_t *)j->dst + r * j->dst_row_bytes, (int64_t)t->src->ne[0]);
+        const uint8_t *src = (const uint8_t *)t->src->data + r * j->src_row_bytes;
+        uint8_t *dst = (uint8_t *)j->dst + r * j->dst_row_bytes;
+        /* the converter's SIMD kernels where they apply (bit-identical to the reference) */
+        if (t->src->type == NX_TYPE_F16) j->f16_to_f32(src, row, n);
+        else from->to_float(src, row, (int64_t)n);
+        if (t->type == NX_TYPE_Q8_0) j->q8_0(row, dst, n);
+        else to->from_float(row, dst, (int64_t)n);
     }
 }
 
@@ -188,6 +207,7 @@ static bool fill(void *user, void *dst, uint64_t nbytes, nx_err *err) {
         if (j->pool) nx_pool_run(j->pool, convert_rows, j);
         else convert_rows(j, 0, 1);
     }
+    release_pages(t->src->data, t->src->nbytes);
     j->done += t->src->nbytes;
     if (j->progress) j->progress(j->progress_user, j->done, j->total, t->name, t->type);
     return true;
@@ -245,6 +265,8 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
         job.pool = pool;
         job.progress = progress;
         job.progress_user = progress_user;
+        job.f16_to_f32 = nx_cv_f16_to_f32_best();
+        job.q8_0 = nx_cv_q8_0_best();
         job.scratch = nx_malloc((size_t)nth * job.max_cols * sizeof(float), "row scratch", err);
         ok = job.scratch != NULL;
     }
