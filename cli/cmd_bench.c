@@ -5,6 +5,7 @@
  * (pp once, one tg token) precedes the timed repetitions; the sequence is cleared before each. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "args.h"
 #include "cli_util.h"
@@ -73,6 +74,13 @@ static void print_row(const char *name, int32_t n, const double *secs, int reps)
 }
 
 int cmd_bench(int argc, char **argv) {
+    /* `bench --spec mtp`: plain vs speculative decoding is measured by spec-bench */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--spec")) {
+            if (strcmp(argv[i + 1], "mtp") != 0) return nx_usage_error(CMD, "--spec: expected 'mtp'");
+            for (int j = i; j + 2 < argc; j++) argv[j] = argv[j + 2];
+            return cmd_spec_bench(argc - 2, argv);
+        }
     const char *model_path = NULL;
     int32_t n_prompt = 512, n_gen = 128, reps = 5, n_threads = 0;
     int kv_choice = 0;

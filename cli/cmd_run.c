@@ -11,6 +11,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "nextn.h"
+#include "run_spec.h"
 
 #define CMD "run"
 #define RUN_BATCH 512 /* prompt tokens per forward call: bounds activation scratch */
@@ -28,6 +29,10 @@ int cmd_run(int argc, char **argv) {
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     static const char *const kv_types[] = {"f16", "f32", NULL};
+    static const char *const spec_types[] = {"none", "mtp", NULL};
+    int spec_choice = 0;
+    nextn_spec_params spec = nextn_spec_default_params();
+    bool no_mtp = false, no_adaptive = false;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--prompt", "-p", NX_ARG_STRING, &prompt, "TEXT", "prompt text", 0, 0, NULL, false},
@@ -50,6 +55,13 @@ int cmd_run(int argc, char **argv) {
         {"--ignore-eos", NULL, NX_ARG_FLAG, &ignore_eos, NULL, "do not stop at end-of-generation tokens", 0, 0, NULL, false},
         {"--no-display-prompt", NULL, NX_ARG_FLAG, &no_display_prompt, NULL, "do not echo the prompt", 0, 0, NULL, false},
         {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},
+        {"--spec", NULL, NX_ARG_CHOICE, &spec_choice, "none|mtp", "speculative decoding with the MTP head (default none)", 0, 0, spec_types, false},
+        {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
+        {"--draft-min", NULL, NX_ARG_INT, &spec.draft_min, "N", "--spec: drop drafts shorter than N (default 0)", 0, 16, NULL, false},
+        {"--draft-p-min", NULL, NX_ARG_FLOAT, &spec.draft_p_min, "P", "--spec: stop drafting below this top probability (default 0)", 0, 1, NULL, false},
+        {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
+        {"--no-mtp", NULL, NX_ARG_FLAG, &no_mtp, NULL, "--spec: do not use an MTP head (plain decoding)", 0, 0, NULL, false},
+        {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
     };
     const size_t n_args = NX_ARGS_LEN(args);
     int rc = nx_args_parse(CMD, "-m FILE (-p TEXT | --tokens IDS) [-n N] [options]", args, n_args, argc, argv);
@@ -61,6 +73,11 @@ int cmd_run(int argc, char **argv) {
     if (chat_format) chat = true;
     if (chat && !prompt) return nx_usage_error(CMD, "--chat needs -p TEXT");
     if (!nx_args_find(args, n_args, "--seed")->seen) seed = (uint64_t)time(NULL);
+    if (spec.draft_min > spec.draft_max)
+        return nx_usage_error(CMD, "--draft-min %d is larger than --draft-max %d", spec.draft_min, spec.draft_max);
+    if (no_mtp && spec.mtp_model) return nx_usage_error(CMD, "--no-mtp and --mtp-model contradict each other");
+    spec.use_mtp = !no_mtp;
+    spec.adaptive = !no_adaptive;
     sp.seed = seed;
 
     int32_t *ids = NULL, n_prompt = 0;
@@ -76,7 +93,7 @@ int cmd_run(int argc, char **argv) {
     nextn_stream *stream = NULL;
     nextn_error err;
     int status = 1;
-    if (!nx_cli_load_model(CMD, model_path, false, &model)) goto done;
+    if (!nx_cli_load_model(CMD, model_path, spec_choice == 1 && !no_mtp, &model)) goto done;
     nextn_model_info info;
     nextn_model_get_info(model, &info);
     nextn_tokenizer *tok = nextn_model_tokenizer(model);
@@ -160,6 +177,16 @@ int cmd_run(int argc, char **argv) {
             free(buf);
         }
         fflush(stdout);
+    }
+
+    if (spec_choice == 1) {
+        /* speculative decoding owns its own target context (with rollback slots) */
+        nextn_context_free(ctx);
+        ctx = NULL;
+        nx_run_spec_opts ro = {.spec = spec, .cp = cp, .sp = sp, .ignore_eos = ignore_eos, .print_ids = print_ids || !tok,
+                               .no_display_prompt = no_display_prompt, .n_predict = n_predict};
+        status = nx_cli_run_spec(CMD, model, &ro, ids, n_prompt);
+        goto done;
     }
 
     for (int32_t i = 0; i < n_prompt; i++)

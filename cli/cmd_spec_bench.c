@@ -5,6 +5,8 @@
  *                    [--no-adaptive] [--spec-oracle] [--temp T] [--seed S] [--runs R]
  *                    [--verify-cost] [-t THREADS] [--kv f16|f32]
  *
+ * `nextn bench --spec mtp ...` lands here too (bench's -p/-n/-r/-t/--kv-type are accepted).
+ *
  * Each run decodes the same prompt(s) twice: plain (one row per sequence per step) and
  * speculative (MTP drafts verified in one target batch); prefill is not timed.  Printed: per run
  * and as medians, tokens/s of both, the speedup, draft acceptance, mean tokens per step and the
@@ -37,7 +39,7 @@ static void usage(FILE *f) {
             "usage: " CMD " -m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt ID,ID,...]\n"
             "          [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P] [--no-adaptive]\n"
             "          [--spec-oracle] [--temp T] [--seed S] [--runs R] [--verify-cost] [-t THREADS] [--kv f16|f32]\n"
-            "  --prompt-len N   random prompt of N token ids (default 32; seeded by --seed)\n"
+            "  --prompt-len N   random prompt of N token ids (default 32; seeded by --seed); also -p\n"
             "  -n N_GEN         tokens to generate per sequence (default 64)\n"
             "  --seqs S         sequences decoded together in one batch (default 1)\n"
             "  --draft-max N    max draft tokens per step (default 3)\n"
@@ -218,24 +220,24 @@ int cmd_spec_bench(int argc, char **argv) {
 #define NEED_VALUE() if (!v) { fprintf(stderr, CMD ": %s needs a value\n", a); return 2; } i++
 #define BAD(what) do { fprintf(stderr, CMD ": %s '%s': %s\n", a, v, what); return 2; } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "-m")) { NEED_VALUE(); o.model = v; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEED_VALUE(); o.model = v; }
         else if (!strcmp(a, "--mtp-model")) { NEED_VALUE(); o.mtp_model = v; }
         else if (!strcmp(a, "--no-mtp")) o.no_mtp = true;
         else if (!strcmp(a, "--spec-oracle")) o.oracle = true;
         else if (!strcmp(a, "--verify-cost")) o.verify_cost = true;
         else if (!strcmp(a, "--no-adaptive")) o.adaptive = false;
         else if (!strcmp(a, "--prompt")) { NEED_VALUE(); o.prompt_ids = v; }
-        else if (!strcmp(a, "--prompt-len")) { NEED_VALUE(); if (!parse_int(v, 1, 4096, &l)) BAD("expected 1..4096"); o.prompt_len = l; }
-        else if (!strcmp(a, "-n")) { NEED_VALUE(); if (!parse_int(v, 1, 1 << 20, &l)) BAD("expected 1..1048576"); o.n_gen = l; }
+        else if (!strcmp(a, "--prompt-len") || !strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { NEED_VALUE(); if (!parse_int(v, 1, 4096, &l)) BAD("expected 1..4096"); o.prompt_len = l; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { NEED_VALUE(); if (!parse_int(v, 1, 1 << 20, &l)) BAD("expected 1..1048576"); o.n_gen = l; }
         else if (!strcmp(a, "--seqs")) { NEED_VALUE(); if (!parse_int(v, 1, 256, &l)) BAD("expected 1..256"); o.seqs = l; }
         else if (!strcmp(a, "--draft-max")) { NEED_VALUE(); if (!parse_int(v, 0, 16, &l)) BAD("expected 0..16"); o.draft_max = l; }
         else if (!strcmp(a, "--draft-min")) { NEED_VALUE(); if (!parse_int(v, 0, 16, &l)) BAD("expected 0..16"); o.draft_min = l; }
         else if (!strcmp(a, "--draft-p-min")) { NEED_VALUE(); if (!parse_float(v, 0, 1, &d)) BAD("expected 0..1"); o.p_min = d; }
         else if (!strcmp(a, "--temp")) { NEED_VALUE(); if (!parse_float(v, 0, 100, &d)) BAD("expected 0..100"); o.temp = d; }
         else if (!strcmp(a, "--seed")) { NEED_VALUE(); if (!parse_int(v, 0, 1L << 62, &l)) BAD("expected >= 0"); o.seed = l; }
-        else if (!strcmp(a, "--runs")) { NEED_VALUE(); if (!parse_int(v, 1, 101, &l)) BAD("expected 1..101"); o.runs = l; }
-        else if (!strcmp(a, "-t")) { NEED_VALUE(); if (!parse_int(v, 1, 1024, &l)) BAD("expected 1..1024"); o.threads = l; }
-        else if (!strcmp(a, "--kv")) {
+        else if (!strcmp(a, "--runs") || !strcmp(a, "-r") || !strcmp(a, "--repetitions")) { NEED_VALUE(); if (!parse_int(v, 1, 101, &l)) BAD("expected 1..101"); o.runs = l; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEED_VALUE(); if (!parse_int(v, 1, 1024, &l)) BAD("expected 1..1024"); o.threads = l; }
+        else if (!strcmp(a, "--kv") || !strcmp(a, "--kv-type")) {
             NEED_VALUE();
             if (!strcmp(v, "f16")) o.kv = NX_KV_F16;
             else if (!strcmp(v, "f32")) o.kv = NX_KV_F32;

@@ -196,6 +196,52 @@ bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err);
 /* Clears the history and re-seeds. */
 void nextn_sampler_reset(nextn_sampler *s);
 
+/* ---- speculative decoding with the MTP head ---------------------------------------------
+ * A nextn_spec owns a target context (with recurrent snapshot slots for O(1) rollback), the
+ * MTP head's context and one sampler, for one sequence.  Each step drafts up to draft_max
+ * tokens with the MTP head, verifies them in one target batch and emits 1 .. draft_max + 1
+ * tokens; greedy output is identical to plain decoding, sampled output follows the same
+ * distribution (exact speculative sampling).  Where the MTP weights come from: mtp_model if
+ * given, else the model file's own MTP block, else a sibling mtp-*.gguf in the model's folder;
+ * when there is none (or use_mtp is false) the generator decodes plainly and
+ * nextn_spec_notice() says why.  See docs/mtp.md. */
+typedef struct nextn_spec nextn_spec;
+
+typedef struct nextn_spec_params {
+    bool use_mtp;              /* default true; false = plain decoding through the same calls */
+    const char *mtp_model;     /* MTP GGUF (mtp-only or full), NULL = automatic */
+    int32_t draft_max;         /* default 3 (1..16) */
+    int32_t draft_min;         /* drafts shorter than this are dropped (default 0) */
+    float draft_p_min;         /* stop drafting below this top probability (default 0) */
+    bool adaptive;             /* online cost model chooses the draft length (default true) */
+    bool penalize_prompt;      /* prompt tokens enter the sampler's penalty history (default true) */
+} nextn_spec_params;
+
+typedef struct nextn_spec_stats {
+    int64_t steps;             /* generation steps */
+    int64_t spec_steps;        /* steps that verified at least one draft */
+    int64_t drafted, accepted; /* draft tokens verified / accepted */
+    int64_t emitted;           /* tokens emitted by steps (the prefill's first token excluded) */
+    double t_draft, t_verify, t_accept; /* seconds in MTP passes, target passes, acceptance */
+} nextn_spec_stats;
+
+nextn_spec_params nextn_spec_default_params(void);
+/* params / smp may be NULL (defaults).  The model must outlive the generator. */
+bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_context_params *cp,
+                       const nextn_spec_params *params, const nextn_sampler_params *smp, nextn_error *err);
+void nextn_spec_free(nextn_spec *s);
+bool nextn_spec_has_mtp(const nextn_spec *s);
+const char *nextn_spec_notice(const nextn_spec *s);     /* why decoding is plain ("" if it is not) */
+const char *nextn_spec_mtp_source(const nextn_spec *s); /* file the MTP weights came from ("" if none) */
+int32_t nextn_spec_max_step_tokens(const nextn_spec *s); /* room `out` needs in nextn_spec_step */
+/* Decodes the prompt (n >= 1 tokens, empty sequence) and samples the first token. */
+bool nextn_spec_prefill(nextn_spec *s, const int32_t *ids, int32_t n, int32_t *first, nextn_error *err);
+/* One step: *n_out tokens (1 .. min(max_out, max_step_tokens)) into out. */
+bool nextn_spec_step(nextn_spec *s, int32_t max_out, int32_t *out, int32_t *n_out, nextn_error *err);
+void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *stats);
+/* Memory of the target context (KV, recurrent state with its snapshot slots, scratch). */
+void nextn_spec_memory(const nextn_spec *s, nextn_memory *mem);
+
 #ifdef __cplusplus
 }
 #endif

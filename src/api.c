@@ -18,6 +18,7 @@
 #include "sample.h"
 #include "threads.h"
 #include "tokenizer.h"
+#include "api_internal.h"
 
 _Static_assert(NEXTN_ERROR_MAX == NX_ERR_MAX, "public and internal error buffers have the same size");
 
@@ -118,6 +119,8 @@ void nextn_model_get_info(const nextn_model *m, nextn_model_info *info) {
 }
 
 nextn_tokenizer *nextn_model_tokenizer(const nextn_model *m) { return (nextn_tokenizer *)m->tok; }
+
+const nx_model *nx_api_model(const nextn_model *m) { return m->model; }
 
 /* ---- context ----------------------------------------------------------------------------- */
 

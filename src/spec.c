@@ -8,6 +8,8 @@
 #define NX_SPEC_MAX_DRAFT 16  /* draft_max limit (snapshot slots cost memory per slot) */
 #define MIRROR_FLUSH 64       /* backlog rows that force an MTP pass even when not drafting */
 #define PREFILL_CHUNK 512
+#define PROBE_MIN 16          /* plain steps between one-draft probes, after an accepted probe */
+#define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
 
 typedef struct seq_state {
     bool active;
@@ -119,7 +121,7 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     s->n_ctx = cp->n_ctx;
     s->greedy = p->sampling.temp <= 0.0f;
     s->mir_cap = MIRROR_FLUSH + s->p.draft_max + 2;
-    s->probe = 8;
+    s->probe = PROBE_MIN;
     const size_t E = (size_t)s->E;
     s->seq = nx_calloc((size_t)s->n_seq, sizeof *s->seq, "speculative driver", err);
     if (!s->seq || !nx_dist_init(&s->pd, s->V, err) || !nx_dist_init(&s->scratch, s->V, err)) goto fail;
@@ -228,6 +230,7 @@ bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, co
     while (si < n_seq) {
         int32_t n = 0;
         while (n < PREFILL_CHUNK && si < n_seq) {
+            if (s->p.penalize_prompt && !nx_sampler_accept(s->seq[si].smp, prompt[si][pi], err)) return false;
             s->b_tok[n] = prompt[si][pi];
             s->b_pos[n] = pi;
             s->b_seq[n] = si;
@@ -285,7 +288,7 @@ static int32_t choose_N(nx_spec *s) {
     if (!s->p.adaptive) return s->p.draft_max;
     bool measured = false;
     for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->have_ver[i];
-    if (!s->have_pass || !measured) return s->p.draft_max; /* measure a full step first */
+    if (!s->have_pass || !measured) return 1; /* measure: a one-draft step first */
     /* a weak prior (a quarter of a success in half a trial) so that a few rejections suffice */
     const double a = (s->acc_succ + 0.25) / (s->acc_trials + 0.5);
     int32_t best = 0;
@@ -467,6 +470,11 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
     if (!nx_ctx_seq_rollback(s->tgt, i, q->n_draft - k, err)) return nx_fail_prefix(err, "verify rollback");
     /* MTP backlog: rows (x_p, h_{p-1}) for the newly kept positions not yet in the MTP cache */
     const float *hid = nx_ctx_hidden(s->tgt) + (size_t)q->row * E;
+    if (!s->mtp) {
+        memcpy(q->pending_h, hid, E * sizeof(float));
+        q->id_last = tok;
+        return true;
+    }
     if (!q->ran_mtp) {
         q->mir_tok[q->n_mir] = q->id_last;
         memcpy(q->mir_h + (size_t)q->n_mir * E, q->pending_h, E * sizeof(float));
@@ -530,7 +538,7 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
         s->st.steps++;
         s->st.emitted += n_out[i];
     }
-    if (s->probing) s->probe = s->st.accepted > acc_before ? 8 : NX_MIN(64, 2 * s->probe);
+    if (s->probing) s->probe = s->st.accepted > acc_before ? PROBE_MIN : NX_MIN(PROBE_MAX, 2 * s->probe);
     s->st.t_accept += nx_time_s() - t1;
     s->next_N = N;
     return true;

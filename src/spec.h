@@ -29,9 +29,10 @@
  * Cost model (adaptive): EMA of the MTP pass time and of the verify time per rows-per-sequence,
  * and a decayed count estimate of the per-token acceptance a.  Expected tokens of a step with N
  * drafts = 1 + a + ... + a^N; the step picks the N in 0..draft_max with the most tokens per
- * second, N = 0 being plain decoding (no MTP work at all but the backlog).  While plain wins, a
- * one-token probe runs every `probe` plain steps (probe grows x2 up to 64 after a rejected probe
- * and resets to 8 after an accepted one) so a change in acceptance is noticed.
+ * second, N = 0 being plain decoding (no MTP work at all but the backlog); speculation must win
+ * by 3% (the estimates are noisy).  The first step drafts one token to measure.  While plain
+ * wins, a one-draft probe runs every `probe` plain steps (probe doubles up to 128 after a
+ * rejected probe and resets to 16 after an accepted one) so a change in acceptance is noticed.
  *
  * Oracle mode (benchmarks only, greedy only): the caller supplies the target's own greedy
  * continuation (from a plain run of the same prompt); the MTP passes still run and are timed,
@@ -51,6 +52,7 @@ typedef struct nx_spec_params {
     float draft_p_min;          /* stop drafting when the draft's top probability < this.      default 0 */
     bool adaptive;              /* the cost model picks N each step (else always draft_max).   default true */
     nx_sampler_params sampling; /* target sampler; drafts use the same settings (and history) */
+    bool penalize_prompt;       /* prompt tokens enter the penalty history (like `nextn run`). default false */
 } nx_spec_params;
 
 nx_spec_params nx_spec_default_params(void);

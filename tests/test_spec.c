@@ -375,6 +375,44 @@ static void test_cost_model_falls_back(void **state) {
     nx_ctx_free(c);
 }
 
+/* Without an MTP context the driver is plain decoding: 100 tokens equal the plain loop (and
+ * nothing is queued for a head that does not exist -- this once overflowed after 66 steps). */
+static void test_driver_without_mtp(void **state) {
+    fixture *f = *state;
+    enum { G = 100 };
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 128;
+    nx_ctx *c, *ref;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
+    nx_spec *s;
+    nx_spec_params sp = nx_spec_default_params();
+    assert_true(nx_spec_create(&s, c, NULL, &sp, &err));
+    int32_t prompt[3] = {9, 8, 7}, np = 3, first, out[1], n_out, got[G];
+    const int32_t *pr = prompt;
+    assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
+    got[0] = first;
+    for (int i = 1; i < G; i++) {
+        if (!nx_spec_step(s, NULL, out, &n_out, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(n_out, 1);
+        got[i] = out[0];
+    }
+    int32_t pos[3] = {0, 1, 2};
+    nx_batch b = {3, prompt, pos, NULL, NULL};
+    assert_true(nx_forward(ref, &b, &err));
+    for (int i = 0; i < G; i++) {
+        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 0 ? 2 : 0), (int32_t)f->model.hp.n_vocab), p = 3 + i;
+        assert_int_equal(got[i], t);
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        assert_true(nx_forward(ref, &b1, &err));
+    }
+    assert_int_equal(nx_spec_get_stats(s)->drafted, 0);
+    nx_spec_free(s);
+    nx_ctx_free(c);
+    nx_ctx_free(ref);
+}
+
 static void test_bad_params(void **state) {
     fixture *f = *state;
     nx_err err;
@@ -420,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_accept_residual_chi2),
         cmocka_unit_test(test_spec_sampling_end_to_end),
         cmocka_unit_test(test_cost_model_falls_back),
+        cmocka_unit_test(test_driver_without_mtp),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -41,4 +41,17 @@ check "mtp-extract of a model without MTP" \
   '! "$NEXTN" mtp-extract "$tmp/dir/model.gguf" "$tmp/x.gguf" >"$tmp/out" 2>&1 && has "no MTP block"'
 check "bad option values" \
   '! "$NEXTN" spec-bench -m "$tmp/full.gguf" --draft-max 40 >"$tmp/out" 2>&1 && has "--draft-max" && ! "$NEXTN" spec-bench -m "$tmp/full.gguf" --spec-oracle --temp 1 >"$tmp/out" 2>&1 && has "greedy"'
+# nextn run --spec mtp: same ids as plain greedy run (stdout), figures on stderr
+R="--tokens 5,6,7,8,9 -n 40 --temp 0 --print-ids --ignore-eos -t 1"
+"$NEXTN" run -m "$tmp/full.gguf" $R >"$tmp/plain.txt" 2>/dev/null
+check "run --spec mtp == plain run (greedy ids)" \
+  '"$NEXTN" run -m "$tmp/full.gguf" $R --spec mtp --draft-max 2 --no-adaptive >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt" && has "acceptance" && has "tokens/step" && has "draft" && has "verify"'
+check "run --spec mtp --no-mtp: notice, same ids" \
+  '"$NEXTN" run -m "$tmp/full.gguf" $R --spec mtp --no-mtp >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt" && has "plain decoding"'
+check "run --spec mtp with a sampled temperature" \
+  '"$NEXTN" run -m "$tmp/full.gguf" --tokens 5,6 -n 20 --temp 0.9 --seed 3 --print-ids -t 1 --spec mtp >"$tmp/spec.txt" 2>"$tmp/out" && has "generation"'
+check "run --spec mtp with a mismatched --mtp-model" \
+  '! "$NEXTN" run -m "$tmp/full.gguf" $R --spec mtp --mtp-model "$tmp/v600.gguf" >/dev/null 2>"$tmp/out" && has "vocabulary"'
+check "bench --spec mtp" \
+  '"$NEXTN" bench -m "$tmp/full.gguf" --spec mtp -p 8 -n 16 -r 1 -t 1 >"$tmp/out" 2>&1 && has "speedup" && has "outputs identical"'
 exit $fail

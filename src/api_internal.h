@@ -1,0 +1,11 @@
+/* api_internal.h - what the public API's other files (api_spec.c) need from api.c. */
+#ifndef NX_API_INTERNAL_H
+#define NX_API_INTERNAL_H
+
+#include "model.h"
+#include "nextn.h"
+
+/* The internal model behind a public handle. */
+const nx_model *nx_api_model(const nextn_model *m);
+
+#endif
