@@ -118,8 +118,8 @@ static uint32_t hash_bytes(const char *p, size_t n) {
         h ^= h >> 32;
     }
     if (i < n) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, n - i);
+        uint64_t w = 0; /* byte loop: a variable-length memcpy costs more for 1..7 bytes */
+        for (unsigned k = 0; i < n; i++, k += 8) w |= (uint64_t)(unsigned char)p[i] << k;
         h = (h ^ w) * 0xff51afd7ed558ccdULL;
     }
     uint32_t r = (uint32_t)(mix64(h) >> 32);
