@@ -52,6 +52,9 @@ nx_ctx_params nx_ctx_default_params(void); /* n_ctx 4096, n_seq 1, n_snapshots 0
 bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *params, nx_pool *pool, nx_err *err);
 void nx_ctx_free(nx_ctx *ctx);
 
+/* Evaluates the batch.  Invalid batches are rejected before anything changes.  A failure after
+ * validation (only out-of-memory growing scratch) leaves the batch's sequences undefined: clear
+ * them (nx_ctx_seq_clear) before reuse. */
 bool nx_forward(nx_ctx *ctx, const nx_batch *batch, nx_err *err);
 /* Same, but row t's input is embd[t*E .. t*E+E) instead of the embedding of token[t] (token[]
  * is still validated).  The MTP head (mtp.h) feeds its eh_proj output this way. */
