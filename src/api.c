@@ -332,14 +332,7 @@ bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, c
     if (!user_text) return fail(err, "chat: user text is NULL");
     nx_err ie;
     nx_chat_format fmt;
-    if (chat_format) {
-        if (!nx_chat_format_from_name(chat_format, &fmt, &ie)) return pass(err, &ie);
-    } else {
-        nx_str tmpl;
-        if (!nx_gguf_get_str_or(model->model->gguf, "tokenizer.chat_template", "", &tmpl, &ie) ||
-            !nx_chat_detect(tmpl.ptr, (size_t)tmpl.len, &fmt, &ie))
-            return pass(err, &ie);
-    }
+    if (!nx_chat_select(model->model->gguf, chat_format, &fmt, &ie)) return pass(err, &ie);
     nx_chat_msg msg = {.role = "user", .content = user_text};
     nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = true};
     nx_buf out = {0};
