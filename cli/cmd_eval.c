@@ -16,7 +16,7 @@
 
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *prompt = NULL, *out_path = NULL;
-    int32_t n_batch = 512, n_threads = 0;
+    int32_t n_batch = 128, n_threads = 0; /* 128 rows of logits: 127 MB at a 248k vocabulary */
     int kv_choice = 0;
     static const char *const kv_types[] = {"f16", "f32", NULL};
     nx_arg args[] = {
@@ -24,7 +24,7 @@ int cmd_eval(int argc, char **argv) {
         {"--tokens", NULL, NX_ARG_STRING, &tokens_arg, "IDS", "input token ids, e.g. 1,2,3", 0, 0, NULL, false},
         {"--prompt", "-p", NX_ARG_STRING, &prompt, "TEXT", "input text (tokenized with BOS if the vocab wants it)", 0, 0, NULL, false},
         {"--dump-logits", "-o", NX_ARG_STRING, &out_path, "OUT", "write float32 logits [n_tokens][n_vocab] here (required)", 0, 0, NULL, false},
-        {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call (default 512)", 1, 1 << 20, NULL, false},
+        {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call (default 128)", 1, 1 << 20, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
     };
