@@ -37,6 +37,13 @@ check "same seed, same tokens" '[ -n "$s1" ] && [ "$s1" = "$s2" ]'
 check "other seed, other tokens" '[ "$s1" != "$s3" ]'
 check "the seed is printed when not given" 'run --tokens 1 -n 1 --print-ids 2>&1 >/dev/null | grep -q "seed [0-9]"'
 
+# ---- sampling flags reach the sampler: a presence penalty of 100 forbids any repeat in the window
+# (60 greedy tokens of this model repeat some ids without it)
+ids_plain=$(run --tokens 1,2,3 -n 60 --temp 0 --print-ids 2>/dev/null | tr ' |' '\n\n' | grep -v '^$')
+ids_pen=$(run --tokens 1,2,3 -n 60 --temp 0 --presence-penalty 100 --print-ids 2>/dev/null | tr ' |' '\n\n' | grep -v '^$')
+check "without a penalty, greedy repeats tokens" '[ $(echo "$ids_plain" | sort | uniq -d | wc -l) -gt 0 ]'
+check "--presence-penalty 100: 63 distinct ids" '[ $(echo "$ids_pen" | sort -u | wc -l) -eq 63 ]'
+
 # ---- greedy == argmax of the logits, recomputed independently from an eval dump
 prompt="1,2,3"
 gen=$(echo $a | tr ' ' ',')
