@@ -10,7 +10,9 @@
  * Errors: a fallible function returns bool (true = success) and takes a `nextn_error *` last
  * (may be NULL); on failure msg names the file / field / limit involved.  Nothing in the
  * library prints or exits.  There is no global state: handles are independent, a context or
- * sampler must not be used from two threads at once, a model may be shared.
+ * sampler must not be used from two threads at once; a model may be shared by contexts on
+ * different threads, but nextn_tokenize must not run on the same tokenizer from two threads at
+ * once (it keeps a word cache); detokenizing is safe concurrently.
  *
  * Typical generation loop:
  *     nextn_model_load(&m, "model.gguf", NULL, &e);
