@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""train.py - train the demo Qwen3.5 + MTP model (model.py) on the tokenised corpus.
+
+  train.py --data DATA_DIR --out RUN_DIR [--steps N] [--time-limit SECONDS] ...
+
+DATA_DIR holds train.u16 / heldout.u16 (uint16 token ids, from `prepare.py`) and the tokenizer.
+Objective: mean next-token cross-entropy of the trunk + MTP_WEIGHT * mean cross-entropy of the MTP
+head, whose row p = (embedding of x_p, trunk post-norm hidden h_{p-1}) predicts x_{p+1} (that is,
+the token two ahead of h_{p-1}: the Qwen3-Next / DeepSeek-V3 MTP recipe; row 0 gets a zero hidden,
+as the inference driver does).  The MTP loss also trains the trunk through h.
+Optimiser AdamW(beta 0.9/0.95, weight decay 0.01 on matrices), linear warm-up then cosine decay to
+10 % at --steps, gradient clipping at 1.0.
+
+Deterministic and resumable: parameters come from --seed; the training windows of step s are drawn
+from numpy's RNG seeded with (seed, s), so a resumed run sees exactly the batches an uninterrupted
+one would.  RUN_DIR/ckpt.pt (model + optimiser + step) is rewritten atomically every --save-every
+steps and when --time-limit is reached; RUN_DIR/log.jsonl gets one JSON line per step and per eval.
+Run it again with the same arguments to resume.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import DEFAULT_CONFIG, Qwen35MTP  # noqa: E402
+
+DEMO_CONFIG = dict(DEFAULT_CONFIG, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                   linear_num_key_heads=2, linear_num_value_heads=4,
+                   linear_key_head_dim=32, linear_value_head_dim=32)
+
+
+def lr_at(step, a):
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    t = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
+    return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def batch(data, step, a):
+    rng = np.random.default_rng([a.seed, step])
+    off = rng.integers(0, len(data) - a.seq - 1, size=a.batch)
+    return torch.from_numpy(np.stack([data[o:o + a.seq + 1] for o in off]).astype(np.int64))
+
+
+def losses(model, ids):
+    """ids [B, T+1] -> (trunk CE, MTP CE, trunk logits, MTP logits) on the first T positions."""
+    x, y = ids[:, :-1], ids[:, 1:]
+    logits, h = model(x)
+    mlogits, _ = model.mtp_forward(x, h)
+    V = logits.shape[-1]
+    return (F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)),
+            F.cross_entropy(mlogits.reshape(-1, V), y.reshape(-1)), logits, mlogits)
+
+
+@torch.no_grad()
+def evaluate(model, held, seq, n_windows):
+    """Held-out figures on n_windows windows of seq+1 tokens spread evenly over the held-out set
+    (which holds Bible chapters first, then C, Python, man pages).
+    MTP top-1 counts rows p >= 1 only (row 0 has no trunk hidden to condition on)."""
+    model.eval()
+    n = min(n_windows, (len(held) - 1) // seq)
+    stride = (len(held) - seq - 1) // max(1, n - 1) if n > 1 else 0
+    tl = ml = 0.0
+    hit = tot = thit = 0
+    for i in range(n):
+        ids = torch.from_numpy(held[i * stride:i * stride + seq + 1].astype(np.int64))[None]
+        lt, lm, logits, mlogits = losses(model, ids)
+        tl += lt.item()
+        ml += lm.item()
+        y = ids[0, 1:]
+        hit += (mlogits[0, 1:].argmax(-1) == y[1:]).sum().item()
+        thit += (logits[0].argmax(-1) == y).sum().item()
+        tot += seq
+    model.train()
+    tl, ml = tl / n, ml / n
+    return {"heldout_loss": tl, "heldout_ppl": math.exp(tl), "heldout_mtp_loss": ml,
+            "trunk_top1": thit / tot, "mtp_top1": hit / (tot - n), "eval_tokens": tot}
+
+
+def save(path, model, opt, step, a):
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": model.cfg,
+                "args": vars(a)}, tmp)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--mtp-weight", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1: OpenBLAS threads spin badly on an oversubscribed machine)")
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--eval-windows", type=int, default=32)
+    ap.add_argument("--save-every", type=int, default=25)
+    ap.add_argument("--time-limit", type=float, default=0, help="stop (and save) after this many seconds")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    os.makedirs(a.out, exist_ok=True)
+    train = np.fromfile(os.path.join(a.data, "train.u16"), dtype=np.uint16)
+    held = np.fromfile(os.path.join(a.data, "heldout.u16"), dtype=np.uint16)
+    model = Qwen35MTP(DEMO_CONFIG)
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95))
+    ckpt = os.path.join(a.out, "ckpt.pt")
+    step = 0
+    if os.path.exists(ckpt):
+        st = torch.load(ckpt)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step = st["step"]
+        print(f"train: resumed at step {step}", flush=True)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"train: {n_params} parameters, {len(train)} train tokens, {len(held)} held-out tokens", flush=True)
+    log = open(os.path.join(a.out, "log.jsonl"), "a")
+    t0 = time.time()
+    while step < a.steps:
+        ts = time.time()
+        lr = lr_at(step, a)
+        for gr in opt.param_groups:
+            gr["lr"] = lr
+        lt, lm, _, _ = losses(model, batch(train, step, a))
+        loss = lt + a.mtp_weight * lm
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        dt = time.time() - ts
+        rec = {"step": step, "loss": lt.item(), "mtp_loss": lm.item(), "lr": lr,
+               "tok_per_s": a.batch * a.seq / dt, "time": time.time()}
+        log.write(json.dumps(rec) + "\n")
+        log.flush()
+        if step % 10 == 0:
+            print(f"step {step} loss {rec['loss']:.3f} mtp {rec['mtp_loss']:.3f} lr {lr:.2e} "
+                  f"{rec['tok_per_s']:.0f} tok/s", flush=True)
+        if step % a.eval_every == 0 or step == a.steps:
+            ev = evaluate(model, held, a.seq, a.eval_windows)
+            ev["step"] = step
+            log.write(json.dumps(ev) + "\n")
+            log.flush()
+            print("eval " + json.dumps(ev), flush=True)
+        stop = a.time_limit and time.time() - t0 > a.time_limit
+        if step % a.save_every == 0 or step == a.steps or stop:
+            save(ckpt, model, opt, step, a)
+        if stop:
+            print(f"train: time limit reached at step {step}", flush=True)
+            break
+
+
+if __name__ == "__main__":
+    main()
