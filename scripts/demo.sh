@@ -1,12 +1,29 @@
 #!/usr/bin/env bash
 # demo.sh BUILD_DIR - the default job of `make demo`.
-# Until a trained model ships in models/, it writes a small synthetic qwen35 GGUF (seeded random
-# weights, so its output text is meaningless) and shows what `nextn info` reports about it.
+# Runs the shipped demo model (models/nextn-demo.gguf: a 1.6 M-parameter Qwen3.5-architecture model
+# with an MTP head, trained by tools/train/ on Debian text, see models/README.md):
+#   1. `nextn run`: greedy text from a held-out prompt (Genesis 20 is not in the training set);
+#   2. `nextn spec-bench`: the same prompt decoded plain and with MTP speculative decoding in one
+#      run; prints both speeds, the speedup, the draft acceptance and tokens per step, and checks
+#      that both outputs are identical.
+# Without the model file it falls back to a synthetic random-weight model and `nextn info`.
 set -euo pipefail
 build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+model="$root/models/nextn-demo.gguf"
 "$build/nextn" version
-model="$build/demo-tiny.gguf"
-echo "== nextn mkmodel --preset tiny -o $model"
-"$build/nextn" mkmodel --preset tiny -o "$model"
-echo "== nextn info $model"
-"$build/nextn" info "$model"
+if [ ! -f "$model" ]; then
+    model="$build/demo-tiny.gguf"
+    echo "== models/nextn-demo.gguf not found: nextn mkmodel --preset tiny -o $model"
+    "$build/nextn" mkmodel --preset tiny -o "$model"
+    echo "== nextn info $model"
+    "$build/nextn" info "$model"
+    exit 0
+fi
+prompt=$'Genesis 20\n  1 And Abraham journeyed from thence toward the south country,'
+echo "== nextn run -m models/nextn-demo.gguf -p 'Genesis 20 ...' -n 96 --temp 0"
+"$build/nextn" run -m "$model" -p "$prompt" -n 96 --temp 0
+echo
+ids=$("$build/nextn" tokenize -m "$model" --ids "$prompt" | tr -s ' \n' ',,' | sed 's/,$//')
+echo "== nextn spec-bench: plain vs MTP speculative decoding (greedy, 128 tokens, draft-max 3)"
+"$build/nextn" spec-bench -m "$model" --prompt "$ids" -n 128 --draft-max 3 --runs 3

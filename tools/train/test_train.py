@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""test_train.py - tests of the training pipeline (run: /usr/bin/python3 tools/train/test_train.py).
+
+* chunk-parallel gated delta rule == the sequential oracle (qwen35_ref) in float64, for chunk sizes
+  that do and do not divide T, with Hv > Hk grouping, strong and weak decay; and its gradients
+  equal the sequential form's;
+* the training model, exported with export.py, gives the same trunk and MTP logits as the
+  independent float64 reference tools/reference/qwen35_ref.py reading the exported HF folder;
+* the BPE trainer: merges are learned in frequency order with deterministic ties, encode/decode
+  round-trips arbitrary UTF-8 and special tokens, and training is deterministic.
+Needs python3-torch, python3-numpy, python3-regex (scripts/deps.sh --python).
+"""
+import os
+import sys
+import tempfile
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import bpe  # noqa: E402
+import export  # noqa: E402
+from model import DEFAULT_CONFIG, Qwen35MTP, chunk_gated_delta_rule  # noqa: E402
+from qwen35_ref import Qwen35Ref, gated_delta_rule_sequential  # noqa: E402
+
+torch.set_num_threads(1)
+DT = torch.float64
+
+
+def rand_inputs(B, T, H, dk, dv, gscale, seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.nn.functional.normalize(torch.randn(B, T, H, dk, generator=g, dtype=DT), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, dk, generator=g, dtype=DT), dim=-1)
+    v = torch.randn(B, T, H, dv, generator=g, dtype=DT)
+    gg = -torch.rand(B, T, H, generator=g, dtype=DT) * gscale
+    beta = torch.rand(B, T, H, generator=g, dtype=DT)
+    return q, k, v, gg, beta
+
+
+def sequential(q, k, v, g, beta):
+    return torch.stack([gated_delta_rule_sequential(q[b], k[b], v[b], g[b], beta[b]) for b in range(q.shape[0])])
+
+
+class ChunkedDeltaRule(unittest.TestCase):
+    def test_matches_sequential(self):
+        for T, chunk, gscale in [(64, 64, 1.0), (100, 32, 3.0), (37, 16, 0.01), (5, 64, 8.0), (130, 64, 0.5)]:
+            q, k, v, g, beta = rand_inputs(2, T, 3, 16, 8, gscale, T)
+            got = chunk_gated_delta_rule(q, k, v, g, beta, chunk)
+            want = sequential(q, k, v, g, beta)
+            err = (got - want).abs().max().item()
+            self.assertLess(err, 1e-10, f"T={T} chunk={chunk}: max abs diff {err}")
+
+    def test_float32_close(self):
+        q, k, v, g, beta = rand_inputs(1, 128, 2, 32, 32, 1.0, 7)
+        got = chunk_gated_delta_rule(*(x.float() for x in (q, k, v, g, beta)), chunk=64).double()
+        want = sequential(q, k, v, g, beta)
+        self.assertLess((got - want).abs().max().item(), 1e-4)
+
+    def test_gradients_match(self):
+        ins = rand_inputs(1, 40, 2, 8, 4, 1.0, 3)
+        a = [x.clone().requires_grad_(True) for x in ins]
+        b = [x.clone().requires_grad_(True) for x in ins]
+        w = torch.randn(1, 40, 2, 4, dtype=DT, generator=torch.Generator().manual_seed(1))
+        (chunk_gated_delta_rule(*a, chunk=16) * w).sum().backward()
+        (sequential(*b) * w).sum().backward()
+        for x, y in zip(a, b):
+            self.assertLess((x.grad - y.grad).abs().max().item(), 1e-9)
+
+    def test_wrong_result_is_detected(self):
+        """The comparison can fail: dropping the decay changes the output."""
+        q, k, v, g, beta = rand_inputs(1, 64, 2, 8, 4, 1.0, 5)
+        got = chunk_gated_delta_rule(q, k, v, torch.zeros_like(g), beta, 32)
+        self.assertGreater((got - sequential(q, k, v, g, beta)).abs().max().item(), 1e-3)
+
+
+class ModelVsReference(unittest.TestCase):
+    def test_exported_checkpoint_matches_reference(self):
+        cfg = dict(DEFAULT_CONFIG, vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
+                   linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8)
+        torch.manual_seed(0)
+        m = Qwen35MTP(cfg)
+        with torch.no_grad():            # non-trivial norms, biases and larger weights than the init
+            for name, p in m.named_parameters():
+                if p.dim() == 1:
+                    p.add_(torch.randn_like(p) * 0.2)
+                elif "embed" in name:
+                    p.mul_(20.0)
+                else:
+                    p.mul_(4.0)
+        for mod in m.modules():          # T > chunk so that the state crosses a chunk boundary
+            if hasattr(mod, "chunk"):
+                mod.chunk = 8
+        with tempfile.TemporaryDirectory() as d:
+            tok = os.path.join(d, "tok")
+            bpe.save(tok, bpe.train("hello world " * 50 + "in the beginning", 300))
+            hf = os.path.join(d, "hf")
+            export.export_state(m.state_dict(), cfg, tok, hf)
+            ref = Qwen35Ref(hf)
+            ids = [int(x) for x in torch.randint(0, 297, (21,), generator=torch.Generator().manual_seed(2))]
+            want_logits, want_h = ref.forward(ids)
+            want_mtp, _ = ref.mtp(ids, want_h)
+        m = m.double()
+        with torch.no_grad():
+            logits, h = m(torch.tensor([ids]))
+            mtp, _ = m.mtp_forward(torch.tensor([ids]), h)
+        self.assertGreater(want_logits.std().item(), 0.5)       # the comparison is not between zeros
+        self.assertLess((logits[0] - want_logits).abs().max().item(), 1e-6)
+        self.assertLess((mtp[0] - want_mtp).abs().max().item(), 1e-6)
+
+
+class BPE(unittest.TestCase):
+    def test_merge_order_and_ties(self):
+        merges = bpe.train("ab ab ab cd cd", 256 + 3 + 3)
+        # pre-tokens: "ab" x1, "Ġab" x2, "Ġcd" x2 (Ġ = space).  (a,b) occurs 3x and goes first; then
+        # (c,d), (Ġ,ab), (Ġ,c) all occur 2x and the lexicographically smallest pair wins.
+        self.assertEqual(merges[0], ("a", "b"))
+        self.assertEqual(merges[1], ("c", "d"))       # 'c' < 'Ġ'
+        self.assertEqual(merges[2], ("Ġ", "ab"))
+        self.assertEqual(bpe.train("ab ab ab cd cd", 262), merges)
+
+    def test_roundtrip(self):
+        text = ("In the beginning God created the heaven and the earth.\n  2 And the earth\n"
+                "int main(void) { return 0; }\n")
+        with tempfile.TemporaryDirectory() as d:
+            bpe.save(d, bpe.train(text * 5, 320))
+            enc = bpe.Encoder(d)
+            for s in [text, "naïve café — 日本語 🙂\t\r\n", "x<|im_start|>user\nhi<|im_end|>\n<|endoftext|>y"]:
+                ids = enc.encode(s)
+                self.assertEqual(enc.decode(ids), s)
+            ids = enc.encode("<|im_start|>")
+            self.assertEqual(ids, [len(enc.vocab) + 1])    # specials follow bytes + merges, in order
+            self.assertLess(len(enc.encode(text)), len(text.encode()) // 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
