@@ -9,7 +9,10 @@ head, whose row p = (embedding of x_p, trunk post-norm hidden h_{p-1}) predicts 
 the token two ahead of h_{p-1}: the Qwen3-Next / DeepSeek-V3 MTP recipe; row 0 gets a zero hidden,
 as the inference driver does).  The MTP loss also trains the trunk through h.
 Optimiser AdamW(beta 0.9/0.95, weight decay 0.01 on matrices), linear warm-up then cosine decay to
-10 % at --steps, gradient clipping at 1.0.
+10 % at --steps, or with --decay-start D warm-up-stable-decay: constant until step D, then linear
+decay to 10 % at --steps.  WSD lets a run of unknown length be finished later: train with a large
+--decay-start and --steps, then resume with --decay-start = the step reached and --steps = a few
+hundred more; the result is identical to one run with those two values.  Gradient clipping at 1.0.
 
 Deterministic and resumable: parameters come from --seed; the training windows of step s are drawn
 from numpy's RNG seeded with (seed, s), so a resumed run sees exactly the batches an uninterrupted
@@ -40,6 +43,9 @@ DEMO_CONFIG = dict(DEFAULT_CONFIG, hidden_size=128, intermediate_size=384, num_h
 def lr_at(step, a):
     if step < a.warmup:
         return a.lr * (step + 1) / a.warmup
+    if a.decay_start is not None:       # warm-up, stable, then linear decay to 10 % at --steps
+        t = min(1.0, max(0, step - a.decay_start) / max(1, a.steps - a.decay_start))
+        return a.lr * (1.0 - 0.9 * t)
     t = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
     return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
@@ -101,6 +107,8 @@ def main(argv=None):
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--decay-start", type=int, default=None,
+                    help="constant lr until this step, then linear decay to 10 %% at --steps (default: cosine)")
     ap.add_argument("--mtp-weight", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1,
