@@ -92,6 +92,10 @@ int cmd_convert(int argc, char **argv) {
             snprintf(path, sizeof path, "%.*smtp-%s", (int)(base - out), out, base);
     }
     struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "nextn convert: %s is a directory; -o wants the output file name\n", path);
+        return 2;
+    }
     if (!force && stat(path, &sb) == 0) {
         fprintf(stderr, "nextn convert: %s exists (use --force to replace it)\n", path);
         return 1;

@@ -522,13 +522,28 @@ static uint32_t output_type(const cv_tensor *t, uint32_t requested) {
 
 /* ---- required tensors ------------------------------------------------------------------ */
 
-static bool check_complete(const cv_hp *hp, const cv_tensor *ts, size_t n, nx_convert_mtp mtp, bool with_mtp,
-                           nx_err *err) {
+static int cmp_cv_name(const void *a, const void *b) {
+    return strcmp((*(const cv_tensor *const *)a)->name, (*(const cv_tensor *const *)b)->name);
+}
+
+static bool has_name(const cv_tensor *const *sorted, size_t n, const char *name) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(sorted[mid]->name, name);
+        if (c == 0) return true;
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return false;
+}
+
+/* sorted: the mapped tensors ordered by GGUF name. */
+static bool check_complete(const cv_hp *hp, const cv_tensor *const *sorted, size_t n, nx_convert_mtp mtp,
+                           bool with_mtp, nx_err *err) {
     char name[CV_MAX_NAME];
     const bool trunk = mtp != NX_CONVERT_MTP_ONLY;
-#define NEED(...) do { snprintf(name, sizeof name, __VA_ARGS__); bool f = false; \
-        for (size_t i_ = 0; i_ < n && !f; i_++) f = !strcmp(ts[i_].name, name); \
-        if (!f) return nx_fail(err, "checkpoint lacks the tensor for '%s'", name); } while (0)
+#define NEED(...) do { snprintf(name, sizeof name, __VA_ARGS__); \
+        if (!has_name(sorted, n, name)) return nx_fail(err, "checkpoint lacks the tensor for '%s'", name); } while (0)
     NEED("token_embd.weight");
     NEED("output_norm.weight");
     if (!hp->tied) NEED("output.weight");
@@ -721,19 +736,26 @@ bool nx_convert_hf(const char *hf_dir, const char *out_path, const nx_convert_op
         cv_tensor *t = &ts[n_t];
         ok = map_tensor(&hp, vocab.n_tokens, hf, src, t, &rule, &layer, err);
         if (!ok) break;
-        if (opts->mtp == NX_CONVERT_MTP_ONLY && rule && layer < hp.L) continue; /* (filtered earlier) */
-        for (size_t j = 0; j < n_t; j++)
-            if (!strcmp(ts[j].name, t->name)) {
-                ok = nx_fail(err, "tensors '%s' and '%s' both map to '%s'", ts[j].hf, t->hf, t->name);
-                break;
-            }
         t->type = output_type(t, opts->out_type);
         t->job = &job;
         if (t->cols > max_cols) max_cols = t->cols;
         job.total += src->nbytes;
         n_t++;
     }
-    ok = ok && check_complete(&hp, ts, n_t, opts->mtp, with_mtp, err);
+    /* Names sorted once: duplicates (two HF names mapping to one GGUF name) and the required
+     * set are then checked by neighbour comparison and binary search. */
+    const cv_tensor **by_name = ok ? nx_calloc(n_t ? n_t : 1, sizeof *by_name, "tensor index", err) : NULL;
+    if (ok && !by_name) ok = false;
+    if (ok) {
+        for (size_t i = 0; i < n_t; i++) by_name[i] = &ts[i];
+        qsort(by_name, n_t, sizeof *by_name, cmp_cv_name);
+        for (size_t i = 1; ok && i < n_t; i++)
+            if (!strcmp(by_name[i - 1]->name, by_name[i]->name))
+                ok = nx_fail(err, "tensors '%s' and '%s' both map to '%s'", by_name[i - 1]->hf, by_name[i]->hf,
+                             by_name[i]->name);
+    }
+    ok = ok && check_complete(&hp, by_name, n_t, opts->mtp, with_mtp, err);
+    free(by_name);
 
     if (ok) {
         job.hp = &hp;

@@ -16,6 +16,7 @@ check "--mtp writes mtp-<name>.gguf"   '"$NEXTN" convert "$A" -o "$tmp/m.gguf" -
 check "sharded f16 -> q8_0"            '"$NEXTN" convert "$B" -o "$tmp/b.gguf" --type q8_0 -q && "$NEXTN" info "$tmp/b.gguf" | grep -q "q8_0"'
 check "--mtp with --no-mtp is a usage error" '"$NEXTN" convert "$A" -o "$tmp/x.gguf" --mtp --no-mtp 2>/dev/null; [ $? -eq 2 ]'
 check "bad --type is a usage error"    'out=$("$NEXTN" convert "$A" -o "$tmp/x.gguf" --type q4_0 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "q4_0"'
+check "-o DIR is a usage error"        'mkdir -p "$tmp/d"; out=$("$NEXTN" convert "$A" -o "$tmp/d" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "is a directory"'
 check "missing HF_DIR is a usage error" '"$NEXTN" convert -o "$tmp/x.gguf" 2>/dev/null; [ $? -eq 2 ]'
 
 # broken copies of the fixtures
@@ -37,6 +38,8 @@ bad "$A"; sed 's/"intermediate_size": 128/"intermediate_size": 96/' "$A/config.j
 expect_err "shape disagrees with config" "config.json implies"
 bad "$A"; sed 's/"Qwen3_5ForCausalLM"/"LlamaForCausalLM"/' "$A/config.json" > "$tmp/bad/config.json"
 expect_err "unsupported architecture" "architecture 'LlamaForCausalLM' is not supported"
+bad "$B"; sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$B/config.json" > "$tmp/bad/config.json"
+expect_err "untied config without lm_head" "checkpoint lacks the tensor for 'output.weight'"
 bad "$A"; rm "$tmp/bad/tokenizer.json"
 expect_err "missing tokenizer.json" "tokenizer.json"
 bad "$A"; echo '{"architectures": ["Qwen3_5ForCausalLM"], ' > "$tmp/bad/config.json"
