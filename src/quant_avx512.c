@@ -17,6 +17,7 @@
 #include "quant_impl.h"
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define ROWS 4
@@ -119,47 +120,53 @@ void nx_dot_bf16_avx512(int64_t n, float *out, const void *w, const void *x, siz
 }
 
 /* ---- legacy 32-element formats ---------------------------------------------------------------
- * A decoded weight block: its 32 codes as bytes, the scale, and (for q4_1/q5_1) the min. */
+ * The fp16 block scales are converted outside the inner loop: for a chunk of up to CHUNK
+ * blocks, the weight scales and each row's activation scales are gathered into small arrays,
+ * converted 16 at a time, and multiplied into one float per (row, block); the inner loop then
+ * only broadcasts that float from memory (no per-block scalar conversions, which compete for
+ * the shuffle port with the integer work).  q4_1/q5_1's min term m * s is summed per chunk the
+ * same way. */
+#define CHUNK 64
+
+/* A decoded weight block: its 32 codes as bytes. */
 typedef struct {
-    __m256i q;        /* signed formats: |code|; unsigned formats: code */
-    __mmask32 neg;    /* signed formats: lanes whose code is negative */
-    float d, m;
+    __m256i q;     /* signed formats: |code|; unsigned formats: code */
+    __mmask32 neg; /* signed formats: lanes whose code is negative */
 } wblock;
 
 /* kind: 0 = q8_0, 1 = q4_0, 2 = q5_0 (signed, against q8_0); 3 = q4_1, 4 = q5_1 (unsigned,
  * against q8_1) */
+static inline size_t legacy_wsize(int kind) {
+    static const size_t sizes[5] = {sizeof(nx_block_q8_0), sizeof(nx_block_q4_0), sizeof(nx_block_q5_0),
+                                    sizeof(nx_block_q4_1), sizeof(nx_block_q5_1)};
+    return sizes[kind];
+}
+
 ALWAYS_INLINE wblock decode_legacy(int kind, const void *w, int64_t ib) {
     wblock b;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     if (kind == 0) {
         const nx_block_q8_0 *p = (const nx_block_q8_0 *)w + ib;
         const __m256i v = _mm256_loadu_si256((const __m256i *)p->qs);
         b.q = _mm256_abs_epi8(v); /* -128 -> 0x80, read as unsigned 128 by dpbusd: correct */
         b.neg = _mm256_movepi8_mask(v);
-        b.d = f16(p->d);
-        b.m = 0;
         return b;
     }
     const uint8_t *qs;
     uint32_t qh = 0;
     if (kind == 1) {
-        const nx_block_q4_0 *p = (const nx_block_q4_0 *)w + ib;
-        qs = p->qs, b.d = f16(p->d), b.m = 0;
+        qs = ((const nx_block_q4_0 *)w + ib)->qs;
     } else if (kind == 2) {
-        const nx_block_q5_0 *p = (const nx_block_q5_0 *)w + ib;
-        qs = p->qs, b.d = f16(p->d), b.m = 0;
-        memcpy(&qh, p->qh, 4);
+        qs = ((const nx_block_q5_0 *)w + ib)->qs;
+        memcpy(&qh, ((const nx_block_q5_0 *)w + ib)->qh, 4);
     } else if (kind == 3) {
-        const nx_block_q4_1 *p = (const nx_block_q4_1 *)w + ib;
-        qs = p->qs, b.d = f16(p->d), b.m = f16(p->m);
+        qs = ((const nx_block_q4_1 *)w + ib)->qs;
     } else {
-        const nx_block_q5_1 *p = (const nx_block_q5_1 *)w + ib;
-        qs = p->qs, b.d = f16(p->d), b.m = f16(p->m);
-        memcpy(&qh, p->qh, 4);
+        qs = ((const nx_block_q5_1 *)w + ib)->qs;
+        memcpy(&qh, ((const nx_block_q5_1 *)w + ib)->qh, 4);
     }
     const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
     /* elements 0..15 are the low nibbles, 16..31 the high nibbles */
-    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
     if (kind == 2 || kind == 4) q = _mm256_mask_add_epi8(q, (__mmask32)qh, q, _mm256_set1_epi8(16)); /* bit 4 */
     if (kind == 1 || kind == 2) {
         const __m256i v = _mm256_sub_epi8(q, _mm256_set1_epi8(kind == 1 ? 8 : 16));
@@ -179,49 +186,75 @@ ALWAYS_INLINE __m256 block_dot(int kind, const wblock *b, const int8_t *yq) {
     return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), b->q, y));
 }
 
+/* The scale gathering below reads a weight block's d (and m) as the first uint16_t(s) of the
+ * block, and an activation block's d / s at these offsets. */
+_Static_assert(offsetof(nx_block_q8_0, d) == 0 && offsetof(nx_block_q4_0, d) == 0 &&
+                   offsetof(nx_block_q5_0, d) == 0 && offsetof(nx_block_q4_1, m) == 2 &&
+                   offsetof(nx_block_q5_1, m) == 2 && offsetof(nx_block_q8_1, d) == 0 &&
+                   offsetof(nx_block_q8_1, s) == 2,
+               "scale field offsets");
+
 ALWAYS_INLINE void legacy_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK;
+    const size_t wsize = legacy_wsize(kind);
     const size_t xblock = kind <= 2 ? sizeof(nx_block_q8_0) : sizeof(nx_block_q8_1);
+    const size_t qs_off = kind <= 2 ? offsetof(nx_block_q8_0, qs) : offsetof(nx_block_q8_1, qs);
     __m256 acc0[ROWS], acc1[ROWS];
-    float macc[ROWS];
+    __m512 macc[ROWS];
     const char *xr[ROWS];
     for (int r = 0; r < nr; r++) {
         acc0[r] = acc1[r] = _mm256_setzero_ps();
-        macc[r] = 0;
+        macc[r] = _mm512_setzero_ps();
         xr[r] = act_row(x, xs, r);
     }
-    int64_t ib = 0;
-    for (; ib + 2 <= nb; ib += 2) { /* two blocks per step: two independent FMA chains */
-        const wblock b0 = decode_legacy(kind, w, ib), b1 = decode_legacy(kind, w, ib + 1);
+    _Alignas(64) uint16_t hw[CHUNK], hm[CHUNK], hy[CHUNK];
+    _Alignas(64) float scale[ROWS][CHUNK];
+    for (int64_t c0 = 0; c0 < nb; c0 += CHUNK) {
+        const int cn = (int)NX_MIN((int64_t)CHUNK, nb - c0);
+        const int cv = (cn + 15) & ~15; /* converted length: whole vectors, zero-padded */
+        /* weight scale (d) and min (m): both formats start with d, q4_1/q5_1 have m next */
+        const char *wc = (const char *)w + (size_t)c0 * wsize;
+        for (int b = 0; b < cn; b++) memcpy(&hw[b], wc + (size_t)b * wsize, 2);
+        if (kind >= 3)
+            for (int b = 0; b < cn; b++) memcpy(&hm[b], wc + (size_t)b * wsize + 2, 2);
+        for (int b = cn; b < cv; b++) hw[b] = hm[b] = 0;
         for (int r = 0; r < nr; r++) {
-            const char *y0 = xr[r] + (size_t)ib * xblock, *y1 = y0 + xblock;
-            if (kind <= 2) {
-                const nx_block_q8_0 *a0 = (const nx_block_q8_0 *)y0, *a1 = (const nx_block_q8_0 *)y1;
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(b0.d * f16(a0->d)), block_dot(kind, &b0, a0->qs), acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(b1.d * f16(a1->d)), block_dot(kind, &b1, a1->qs), acc1[r]);
-            } else {
-                const nx_block_q8_1 *a0 = (const nx_block_q8_1 *)y0, *a1 = (const nx_block_q8_1 *)y1;
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(b0.d * f16(a0->d)), block_dot(kind, &b0, a0->qs), acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(b1.d * f16(a1->d)), block_dot(kind, &b1, a1->qs), acc1[r]);
-                macc[r] += b0.m * f16(a0->s) + b1.m * f16(a1->s);
+            const char *xc = xr[r] + (size_t)c0 * xblock;
+            for (int b = 0; b < cn; b++) memcpy(&hy[b], xc + (size_t)b * xblock, 2);
+            for (int b = cn; b < cv; b++) hy[b] = 0;
+            for (int b = 0; b < cv; b += 16) {
+                const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(hw + b)));
+                const __m512 dy = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(hy + b)));
+                _mm512_store_ps(scale[r] + b, _mm512_mul_ps(dw, dy));
+            }
+            if (kind >= 3) {
+                /* min term: sum over blocks of m_w * s_y (s is the q8_1 block's second half) */
+                for (int b = 0; b < cn; b++) memcpy(&hy[b], xc + (size_t)b * xblock + 2, 2);
+                for (int b = 0; b < cv; b += 16)
+                    macc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(hm + b))),
+                                              _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(hy + b))), macc[r]);
+            }
+        }
+        int b = 0;
+        for (; b + 2 <= cn; b += 2) { /* two blocks per step: two independent FMA chains */
+            const wblock w0 = decode_legacy(kind, w, c0 + b), w1 = decode_legacy(kind, w, c0 + b + 1);
+            for (int r = 0; r < nr; r++) {
+                const int8_t *y0 = (const int8_t *)(xr[r] + (size_t)(c0 + b) * xblock + qs_off);
+                acc0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[r][b]), block_dot(kind, &w0, y0), acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[r][b + 1]), block_dot(kind, &w1, y0 + xblock),
+                                          acc1[r]);
+            }
+        }
+        for (; b < cn; b++) {
+            const wblock w0 = decode_legacy(kind, w, c0 + b);
+            for (int r = 0; r < nr; r++) {
+                const int8_t *y0 = (const int8_t *)(xr[r] + (size_t)(c0 + b) * xblock + qs_off);
+                acc0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[r][b]), block_dot(kind, &w0, y0), acc0[r]);
             }
         }
     }
-    for (; ib < nb; ib++) {
-        const wblock b0 = decode_legacy(kind, w, ib);
-        for (int r = 0; r < nr; r++) {
-            const char *y0 = xr[r] + (size_t)ib * xblock;
-            if (kind <= 2) {
-                const nx_block_q8_0 *a0 = (const nx_block_q8_0 *)y0;
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(b0.d * f16(a0->d)), block_dot(kind, &b0, a0->qs), acc0[r]);
-            } else {
-                const nx_block_q8_1 *a0 = (const nx_block_q8_1 *)y0;
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(b0.d * f16(a0->d)), block_dot(kind, &b0, a0->qs), acc0[r]);
-                macc[r] += b0.m * f16(a0->s);
-            }
-        }
-    }
-    for (int r = 0; r < nr; r++) out[r] = hsum256(_mm256_add_ps(acc0[r], acc1[r])) + macc[r];
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum256(_mm256_add_ps(acc0[r], acc1[r])) + (kind >= 3 ? _mm512_reduce_add_ps(macc[r]) : 0.0f);
 }
 
 static void legacy_dot(int kind, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
@@ -308,13 +341,16 @@ ALWAYS_INLINE k4block decode_k4(bool five, const void *w, int64_t ib, const __m5
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     const __m256i m16 = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m)));
     b.m16 = _mm256_permutexvar_epi16(midx, m16);
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    /* shift counts per 16-bit lane: 0 in the lower half (low nibbles), 4 in the upper half */
+    const __m512i nibble_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
     __m512i qhz = _mm512_setzero_si512();
     if (five) qhz = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
     for (int g = 0; g < 4; g++) {
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
-        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, low4)),
-                                       _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4), 1);
+        /* the 32 code bytes in both halves (a load, no shuffle), then low nibbles below and high
+         * nibbles above */
+        const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, nibble_shift), low4);
         if (five) {
             /* bit 2g of qh[l] is bit 4 of element l of sub-block 2g, bit 2g+1 of sub-block 2g+1 */
             const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * g))),
