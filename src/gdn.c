@@ -88,15 +88,28 @@ void nx_rstate_commit(nx_rstate *rs, int seq, int n_rows) {
 
 /* ---- kernels -------------------------------------------------------------------------------- */
 
+/* Slot receiving the state after row j of a sequence with T rows in this batch: the state after
+ * row T-1-k goes to slot k when k < n_slot; earlier rows (no snapshot kept) work in slot 0.
+ * Row j reads the slot row j-1 wrote (row 0 reads slot cur).  Consecutive rows therefore use
+ * distinct slots (or slot 0 in place), so snapshots cost no copy: each token's update writes
+ * straight into its snapshot slot. */
+static inline int out_slot(int T, int j, int n_slot) {
+    const int k = T - 1 - j;
+    return k < n_slot ? k : 0;
+}
+
+static inline int in_slot(const nx_rstate *rs, int s, int T, int j) {
+    return j == 0 ? rs->cur[s] : out_slot(T, j - 1, rs->n_slot);
+}
+
 void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
                  const float *w, const float *x, float *y, int c0, int c1) {
     const int W = Kc - 1; /* window length */
     for (int t = 0; t < rows->T; t++) {
         const int s = rows->seq[t], j = rows->j[t];
-        const int snap = rows->seq_T[s] - 1 - j; /* slot for the state after this row */
-        const float *src = nx_rstate_conv(rs, layer, j == 0 ? rs->cur[s] : 0, s);
-        float *dst = nx_rstate_conv(rs, layer, 0, s);
-        float *snap_dst = snap >= 1 && snap < rs->n_slot ? nx_rstate_conv(rs, layer, snap, s) : NULL;
+        const int T = rows->seq_T[s];
+        const float *src = nx_rstate_conv(rs, layer, in_slot(rs, s, T, j), s);
+        float *dst = nx_rstate_conv(rs, layer, out_slot(T, j, rs->n_slot), s);
         const float *xt = x + (size_t)t * (size_t)C;
         float *yt = y + (size_t)t * (size_t)C;
         for (int c = c0; c < c1; c++) {
@@ -110,7 +123,6 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
             /* shift the window; safe in place (dw == sw) because i+1 is read before i+1 is written */
             for (int i = 0; i + 1 < W; i++) dw[i] = sw[i + 1];
             if (W > 0) dw[W - 1] = xv;
-            if (snap_dst) memcpy(snap_dst + (size_t)c * (size_t)W, dw, (size_t)W * sizeof(float));
             yt[c] = nx_silu(acc);
         }
     }
@@ -125,9 +137,9 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
         const int kh = h % Hk; /* tiled k-head / v-head mapping (reference §4.5) */
         for (int t = 0; t < rows->T; t++) {
             const int s = rows->seq[t], j = rows->j[t];
-            const int snap = rows->seq_T[s] - 1 - j;
-            const float *src = nx_rstate_ssm(rs, layer, j == 0 ? rs->cur[s] : 0, s) + (size_t)h * d * d;
-            float *dst = nx_rstate_ssm(rs, layer, 0, s) + (size_t)h * d * d;
+            const int T = rows->seq_T[s];
+            const float *src = nx_rstate_ssm(rs, layer, in_slot(rs, s, T, j), s) + (size_t)h * d * d;
+            float *dst = nx_rstate_ssm(rs, layer, out_slot(T, j, rs->n_slot), s) + (size_t)h * d * d;
             const float *row = qkv + (size_t)t * (size_t)C;
             const float *q = row + kh * d, *k = row + key_dim + kh * d, *v = row + 2 * key_dim + h * d;
             const float decay = expf(g[(size_t)t * Hv + h]);
@@ -142,8 +154,6 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
                 for (int i = 0; i < d; i++) dr[i] = decay * sr[i] + k[i] * delta;
                 o[jv] = nx_dot_f32(dr, q, d);
             }
-            if (snap >= 1 && snap < rs->n_slot)
-                memcpy(nx_rstate_ssm(rs, layer, snap, s) + (size_t)h * d * d, dst, (size_t)d * d * sizeof(float));
             /* gated RMSNorm over this head's dv values, times silu(z) (reference §4.7) */
             const float *zt = z + (size_t)t * VD + (size_t)h * d;
             float *ot = out + (size_t)t * VD + (size_t)h * d;

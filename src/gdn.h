@@ -10,9 +10,11 @@
  * with T_s rows of a sequence reads its input state from slot cur[seq] and writes:
  *   slot 0            the state after its last row (the new current state),
  *   slot k (1<=k<=R)  the state after row T_s-1-k, for k < T_s (a snapshot).
- * then cur[seq] = 0 and last_T[seq] = T_s.  Rolling back r tokens (r < last_T, r <= R) only sets
- * cur[seq] = r: O(1), no copy.  The next batch reads slot r and rewrites slot 0 (reading slot r
- * of a head/channel always happens before any snapshot of that head/channel is written).
+ * then cur[seq] = 0 and last_T[seq] = T_s.  No copy is made: each token's update reads the slot
+ * the previous token wrote and writes straight into its own slot (rows older than the last 1 + R
+ * update slot 0 in place), see out_slot() in gdn.c.  Rolling back r tokens (r < last_T, r <= R)
+ * only sets cur[seq] = r: O(1).  The next batch's first row reads slot r; a head's (channel's)
+ * slot is always read before that head (channel) writes it again.
  * Successive rollbacks add up (cur += r) while the total stays within those limits.
  */
 #ifndef NX_GDN_H
