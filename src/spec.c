@@ -6,7 +6,8 @@
 #include <string.h>
 
 #define NX_SPEC_MAX_DRAFT 16  /* draft_max limit (snapshot slots cost memory per slot) */
-#define MIRROR_FLUSH 64       /* backlog rows that force an MTP pass even when not drafting */
+#define MIRROR_CAP 64         /* backlog rows kept while not drafting (older ones are dropped) */
+#define RESEED_ROWS 16        /* rows a stale MTP cache is re-seeded with */
 #define PREFILL_CHUNK 512
 #define PROBE_MIN 16          /* plain steps between one-draft probes, after an accepted probe */
 #define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
@@ -17,6 +18,12 @@ typedef struct seq_state {
     float *pending_h;         /* [E] target hidden of position n_past - 1 (zeros at start) */
     float *chain_h;           /* [E] MTP hout of the previous draft pass */
     int32_t n_mir;            /* mirror backlog rows */
+    int32_t base;             /* MTP position = target position - base (see stale) */
+    bool stale;               /* backlog rows were dropped: the MTP cache has a gap and is rebuilt
+                               * from the last RESEED_ROWS rows at the next drafting pass, with
+                               * base = the target position of the first of them.  RoPE is
+                               * relative, so renumbered positions attend exactly as before;
+                               * only the older context is lost (draft quality, not correctness). */
     int32_t *mir_tok;         /* [mir_cap] */
     float *mir_h;             /* [mir_cap][E] */
     nx_sampler *smp;
@@ -120,7 +127,7 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     s->V = (int32_t)hp->n_vocab;
     s->n_ctx = cp->n_ctx;
     s->greedy = p->sampling.temp <= 0.0f;
-    s->mir_cap = MIRROR_FLUSH + s->p.draft_max + 2;
+    s->mir_cap = MIRROR_CAP + s->p.draft_max + 2;
     s->probe = PROBE_MIN;
     const size_t E = (size_t)s->E;
     s->seq = nx_calloc((size_t)s->n_seq, sizeof *s->seq, "speculative driver", err);
@@ -170,8 +177,9 @@ bool nx_spec_check(const nx_spec *s, nx_err *err) {
         const seq_state *q = &s->seq[i];
         if (!q->active || !s->mtp) continue;
         int32_t t = nx_ctx_n_past(s->tgt, i), m = nx_mtp_n_past(s->mtp, i);
-        if (m + q->n_mir != t)
-            return nx_fail(err, "sequence %d: MTP cache %d + backlog %d != target positions %d", i, m, q->n_mir, t);
+        if (q->stale ? q->n_mir > s->mir_cap : m + q->n_mir != t - q->base)
+            return nx_fail(err, "sequence %d: MTP cache %d + backlog %d != target positions %d - base %d", i, m,
+                           q->n_mir, t, q->base);
     }
     return true;
 }
@@ -223,6 +231,8 @@ bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, co
         seq_state *q = &s->seq[i];
         q->active = false;
         q->n_mir = 0;
+        q->base = 0;
+        q->stale = false;
         memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
         nx_sampler_reset(q->smp);
     }
@@ -369,16 +379,26 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         q->n_draft = 0;
         q->ran_mtp = false;
         q->drafting = q->active && q->cap > 0;
-        any = any || q->drafting || (q->active && q->n_mir >= MIRROR_FLUSH);
+        any = any || q->drafting;
     }
     if (!s->mtp || !any) return true;
     for (int32_t pass = 0;; pass++) {
         int32_t n = 0;
         for (int32_t i = 0; i < s->n_seq; i++) {
             seq_state *q = &s->seq[i];
-            if (pass == 0 && (q->drafting || (q->active && q->n_mir >= MIRROR_FLUSH))) {
-                /* the backlog first: positions n_past - n_mir .. n_past - 1 */
-                int32_t p0 = nx_ctx_n_past(s->tgt, i) - q->n_mir;
+            if (pass == 0 && q->drafting) {
+                if (q->stale) {
+                    /* rebuild from the most recent rows only */
+                    const int32_t drop = q->n_mir > RESEED_ROWS ? q->n_mir - RESEED_ROWS : 0;
+                    memmove(q->mir_tok, q->mir_tok + drop, (size_t)(q->n_mir - drop) * sizeof *q->mir_tok);
+                    memmove(q->mir_h, q->mir_h + (size_t)drop * E, (size_t)(q->n_mir - drop) * E * sizeof(float));
+                    q->n_mir -= drop;
+                    if (!nx_mtp_clear(s->mtp, i, err)) return false;
+                    q->base = nx_ctx_n_past(s->tgt, i) - q->n_mir;
+                    q->stale = false;
+                }
+                /* the backlog first: target positions n_past - n_mir .. n_past - 1 */
+                int32_t p0 = nx_ctx_n_past(s->tgt, i) - q->n_mir - q->base;
                 for (int32_t r = 0; r < q->n_mir; r++, n++) {
                     s->b_tok[n] = q->mir_tok[r];
                     s->b_pos[n] = p0 + r;
@@ -391,7 +411,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             if (!q->drafting) continue;
             const int32_t n_past = nx_ctx_n_past(s->tgt, i);
             s->b_tok[n] = pass == 0 ? q->id_last : q->draft[pass - 1];
-            s->b_pos[n] = n_past + pass;
+            s->b_pos[n] = n_past + pass - q->base;
             s->b_seq[n] = i;
             s->b_lg[n] = 1;
             memcpy(s->b_h + (size_t)n * E, pass == 0 ? q->pending_h : q->chain_h, E * sizeof(float));
@@ -422,7 +442,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         seq_state *q = &s->seq[i];
         if (!q->ran_mtp) continue;
         /* forget the draft rows; (id_last, pending_h) at n_past is a true mirror row and stays */
-        if (!nx_mtp_truncate(s->mtp, i, nx_ctx_n_past(s->tgt, i) + 1, err)) return false;
+        if (!nx_mtp_truncate(s->mtp, i, nx_ctx_n_past(s->tgt, i) + 1 - q->base, err)) return false;
         nx_sampler_rollback(q->smp, q->n_draft);
         if (q->n_draft < s->p.draft_min) q->n_draft = 0;
     }
@@ -430,6 +450,21 @@ static bool draft_all(nx_spec *s, nx_err *err) {
 }
 
 /* ---- a step -------------------------------------------------------------------------------- */
+
+/* Appends a backlog row; when the backlog is full the oldest row is dropped and the MTP cache
+ * becomes stale (it will be re-seeded when drafting resumes). */
+static void push_mirror(nx_spec *s, seq_state *q, int32_t tok, const float *h) {
+    const size_t E = (size_t)s->E;
+    if (q->n_mir == s->mir_cap) {
+        memmove(q->mir_tok, q->mir_tok + 1, (size_t)(q->n_mir - 1) * sizeof *q->mir_tok);
+        memmove(q->mir_h, q->mir_h + E, (size_t)(q->n_mir - 1) * E * sizeof(float));
+        q->n_mir--;
+        q->stale = true;
+    }
+    q->mir_tok[q->n_mir] = tok;
+    memcpy(q->mir_h + (size_t)q->n_mir * E, h, E * sizeof(float));
+    q->n_mir++;
+}
 
 static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_err *err) {
     seq_state *q = &s->seq[i];
@@ -475,15 +510,8 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
         q->id_last = tok;
         return true;
     }
-    if (!q->ran_mtp) {
-        q->mir_tok[q->n_mir] = q->id_last;
-        memcpy(q->mir_h + (size_t)q->n_mir * E, q->pending_h, E * sizeof(float));
-        q->n_mir++;
-    }
-    for (int32_t r = 0; r < k; r++, q->n_mir++) {
-        q->mir_tok[q->n_mir] = q->draft[r];
-        memcpy(q->mir_h + (size_t)q->n_mir * E, hid + (size_t)r * E, E * sizeof(float));
-    }
+    if (!q->ran_mtp) push_mirror(s, q, q->id_last, q->pending_h);
+    for (int32_t r = 0; r < k; r++) push_mirror(s, q, q->draft[r], hid + (size_t)r * E);
     memcpy(q->pending_h, hid + (size_t)k * E, E * sizeof(float));
     q->id_last = tok;
     return true;

@@ -8,7 +8,8 @@
  * sampler (penalty history = emitted tokens), pending_h (the post-norm target hidden of the
  * position before id_last) and the "mirror backlog": (token, hidden) rows that still have to be
  * written into the MTP cache.  Invariant before a step, with n_past = target positions:
- *     MTP cache positions + backlog rows == n_past, and row p pairs x_p with h_{p-1}
+ *     MTP cache positions + backlog rows == n_past - base (unless stale, below), and the MTP
+ *     row for target position p pairs x_p with h_{p-1}
  * (h_{-1} = zeros), each h the TRUE target hidden (never a draft's).
  *
  * A step (nx_spec_step):
@@ -24,7 +25,12 @@
  *      are accepted);  k accepted drafts + 1 new token are emitted;
  *   5. roll back the target N - k positions (O(1) snapshot slot, forward.h), append the mirror
  *      rows (d_i, h_{i-1}) i = 1..k to the backlog, pending_h = h_k, id_last = new token.
- * The backlog is flushed by the next drafting pass, or when it reaches 64 rows.
+ * The backlog is written by the next drafting pass.  While not drafting (plain steps) it keeps
+ * the last 64 rows; when older rows are dropped the MTP cache is "stale": the next drafting
+ * pass clears it and re-seeds it with the last 16 rows, numbering MTP positions from the first
+ * of them (MTP position = target position - base).  RoPE is relative, so attention inside the
+ * window is unchanged; only older context is lost (draft quality, never correctness).  So plain
+ * stretches cost no MTP work at all.
  *
  * Cost model (adaptive): EMA of the MTP pass time and of the verify time per rows-per-sequence,
  * and a decayed count estimate of the per-token acceptance a.  Expected tokens of a step with N
