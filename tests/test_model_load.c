@@ -81,6 +81,51 @@ static void test_file_round_trip_equals_memory_model(void **state) {
     nx_model_free(m);
 }
 
+/* The presets carry the real shapes (docs/qwen35-configs.md §1.2) and every matrix row length is
+ * a multiple of 256, so all K-quant types apply. */
+static void test_presets_have_real_shapes(void **state) {
+    (void)state;
+    static const struct { const char *name; uint32_t E, L, F, H, Hkv, Hv; bool tied; } want[] = {
+        {"0.8b", 1024, 24, 3584, 8, 2, 16, true},   {"2b", 2048, 24, 6144, 8, 2, 16, true},
+        {"4b", 2560, 32, 9216, 16, 4, 32, true},    {"9b", 4096, 32, 12288, 16, 4, 32, false},
+    };
+    nx_err err;
+    for (size_t i = 0; i < NX_ARRAY_LEN(want); i++) {
+        nx_mk_options o = {.preset = want[i].name, .type = NX_TYPE_F32, .seed = 1, .mtp = true, .tie = -1};
+        nx_hparams hp;
+        bool tied;
+        if (!nx_mk_hparams(&o, &hp, &tied, &err)) fail_msg("%s: %s", want[i].name, err.msg);
+        assert_int_equal(hp.n_embd, want[i].E);
+        assert_int_equal(hp.n_layer, want[i].L);
+        assert_int_equal(hp.n_layer_all, want[i].L + 1);
+        assert_int_equal(hp.n_ff, want[i].F);
+        assert_int_equal(hp.n_head, want[i].H);
+        assert_int_equal(hp.n_head_kv, want[i].Hkv);
+        assert_int_equal(hp.ssm_dt_rank, want[i].Hv);
+        assert_int_equal(hp.ssm_n_group, 16);
+        assert_int_equal(hp.ssm_d_state, 128);
+        assert_int_equal(hp.head_dim, 256);
+        assert_int_equal(hp.n_rot, 64);
+        assert_int_equal(tied, want[i].tied);
+        assert_true(!hp.recurrent[3] && hp.recurrent[0] && hp.recurrent[2] && !hp.recurrent[want[i].L]);
+        nx_mk_tensor *ts;
+        int n = nx_mk_tensors(&hp, tied, &ts, &err);
+        assert_true(n > 0);
+        /* globals + per layer (GDN 13 / attention 11) + MTP 14 */
+        int gdn = 0;
+        for (uint32_t l = 0; l < hp.n_layer; l++) gdn += hp.recurrent[l];
+        assert_int_equal(n, 2 + !tied + gdn * 14 + ((int)hp.n_layer - gdn) * 11 + 15);
+        for (int k = 0; k < n; k++)
+            if (!ts[k].keep_f32) assert_int_equal(ts[k].ne[0] % 256, 0);
+        free(ts);
+    }
+    nx_mk_options bad = {.preset = "70b", .type = NX_TYPE_F32, .tie = -1};
+    nx_hparams hp;
+    bool tied;
+    assert_false(nx_mk_hparams(&bad, &hp, &tied, &err));
+    assert_non_null(strstr(err.msg, "70b"));
+}
+
 static void test_mkmodel_is_deterministic(void **state) {
     (void)state;
     nx_err err;
@@ -313,6 +358,7 @@ static void test_mtp_block_is_optional_unless_wanted(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_round_trip_equals_memory_model),
+        cmocka_unit_test(test_presets_have_real_shapes),
         cmocka_unit_test(test_mkmodel_is_deterministic),
         cmocka_unit_test(test_quantized_files_load_and_run),
         cmocka_unit_test(test_unknown_architecture),
