@@ -350,12 +350,15 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
         top = 1.0;
     } else if (s->greedy) {
         if (!nx_sampler_sample(q->smp, logits, &d, err)) return false;
-        /* confidence: softmax of the raw logits at temperature 1 */
-        float mx = logits[0];
-        for (int32_t i = 1; i < s->V; i++) mx = logits[i] > mx ? logits[i] : mx;
-        double sum = 0.0;
-        for (int32_t i = 0; i < s->V; i++) sum += exp((double)logits[i] - mx);
-        top = exp((double)logits[d] - mx) / sum;
+        top = 1.0;
+        if (s->p.draft_p_min > 0.0f) {
+            /* confidence: softmax of the raw logits at temperature 1 (O(V): only when asked) */
+            float mx = logits[0];
+            for (int32_t i = 1; i < s->V; i++) mx = logits[i] > mx ? logits[i] : mx;
+            double sum = 0.0;
+            for (int32_t i = 0; i < s->V; i++) sum += exp((double)logits[i] - mx);
+            top = exp((double)logits[d] - mx) / sum;
+        }
     } else {
         if (!nx_sampler_dist(q->smp, logits, &q->q[j], err)) return false;
         d = nx_sampler_draw(q->smp, &q->q[j]);
