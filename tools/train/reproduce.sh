@@ -11,8 +11,8 @@ mkdir -p "$w"
 $py "$src/tools/train/corpus.py" "$w/corpus"                                   # 6.1 MB train, 0.31 MB held-out
 $py "$src/tools/train/bpe.py" train "$w/corpus/train.txt" "$w/tok" --vocab 4096
 $py "$src/tools/train/prepare.py" "$w/corpus" "$w/tok" "$w/data"              # 1.71 M / 87.9 k tokens
-nice -n 5 $py "$src/tools/train/train.py" --data "$w/data" --out "$w/run1" --steps 540 --eval-windows 48
+nice -n 5 $py "$src/tools/train/train.py" --data "$w/data" --out "$w/run1" --steps 905 --decay-start 605 --eval-windows 48
 $py "$src/tools/train/evaluate.py" "$w/run1/ckpt.pt" "$w/data" | tee "$w/run1/final-eval.json"
 $py "$src/tools/train/export.py" "$w/run1/ckpt.pt" "$w/tok" "$w/hf"
 "$src/build/nextn" convert "$w/hf" -o "$src/models/nextn-demo.gguf" --type f32 --name nextn-demo --force
-$py "$src/tools/train/fixtures.py" "$w/hf" "$w/data" "$src/tests/fixtures/demo-model"
+$py "$src/tools/train/fixtures.py" "$w/hf" "$w/data" "$src/tests/fixtures/demo-model" --greedy-len 16

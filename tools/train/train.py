@@ -70,12 +70,14 @@ def losses(model, ids):
 def evaluate(model, held, seq, n_windows):
     """Held-out figures on n_windows windows of seq+1 tokens spread evenly over the held-out set
     (which holds Bible chapters first, then C, Python, man pages).
-    MTP top-1 counts rows p >= 1 only (row 0 has no trunk hidden to condition on)."""
+    MTP top-1 counts rows p >= 1 only (row 0 has no trunk hidden to condition on).
+    mtp_agrees_with_trunk: how often the MTP row p's argmax equals the trunk's argmax at p (both
+    predict x_{p+1}): the greedy acceptance rate of a first draft token under teacher forcing."""
     model.eval()
     n = min(n_windows, (len(held) - 1) // seq)
     stride = (len(held) - seq - 1) // max(1, n - 1) if n > 1 else 0
     tl = ml = 0.0
-    hit = tot = thit = 0
+    hit = tot = thit = agree = 0
     for i in range(n):
         ids = torch.from_numpy(held[i * stride:i * stride + seq + 1].astype(np.int64))[None]
         lt, lm, logits, mlogits = losses(model, ids)
@@ -84,11 +86,13 @@ def evaluate(model, held, seq, n_windows):
         y = ids[0, 1:]
         hit += (mlogits[0, 1:].argmax(-1) == y[1:]).sum().item()
         thit += (logits[0].argmax(-1) == y).sum().item()
+        agree += (mlogits[0, 1:].argmax(-1) == logits[0, 1:].argmax(-1)).sum().item()
         tot += seq
     model.train()
     tl, ml = tl / n, ml / n
     return {"heldout_loss": tl, "heldout_ppl": math.exp(tl), "heldout_mtp_loss": ml,
-            "trunk_top1": thit / tot, "mtp_top1": hit / (tot - n), "eval_tokens": tot}
+            "trunk_top1": thit / tot, "mtp_top1": hit / (tot - n),
+            "mtp_agrees_with_trunk": agree / (tot - n), "eval_tokens": tot}
 
 
 def save(path, model, opt, step, a):

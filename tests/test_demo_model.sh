@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_demo_model.sh - the shipped demo model (models/nextn-demo.gguf, trained by tools/train/):
+#  * it loads, and its greedy continuations of held-out prompts equal those of the independent
+#    float64 PyTorch reference (tools/reference/qwen35_ref.py on the exported HF checkpoint;
+#    fixture tests/fixtures/demo-model/greedy.txt), at 1 and at 2 threads;
+#  * nextn's C tokenizer gives the ids of the Python BPE encoder (tools/train/bpe.py) on held-out text;
+#  * MTP speculative decoding (nextn spec-bench, greedy) produces exactly the plain greedy tokens on
+#    200 prompts cut from held-out text (spec-bench exits non-zero on any difference).
+set -u
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+model="$NEXTN_SRC/models/nextn-demo.gguf"
+fix="$NEXTN_SRC/tests/fixtures/demo-model"
+[ -f "$model" ] || { echo "FAIL: $model is missing"; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-demo.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+check "nextn info loads the model and finds the MTP head" \
+      '"$NEXTN" info "$model" >"$tmp/info" 2>&1 && grep -q "nextn_predict_layers" "$tmp/info"'
+
+# ---- greedy text == the PyTorch reference
+n=0
+while IFS=$'\t' read -r prompt want; do
+    n=$((n + 1))
+    k=$(echo "$want" | tr ',' '\n' | wc -l)
+    for t in 1 2; do
+        got=$("$NEXTN" run -m "$model" --tokens "$prompt" -n "$k" --temp 0 --kv-type f32 --ignore-eos \
+              --print-ids --no-display-prompt -t "$t" 2>"$tmp/err" | tr -s ' \n' ',,' | sed 's/^,//; s/,$//')
+        check "greedy continuation $n at $t thread(s) == reference" '[ "$got" = "$want" ] || {
+              echo "  want $want"; echo "  got  $got"; cat "$tmp/err"; false; }'
+    done
+done <"$fix/greedy.txt"
+check "the greedy fixture has prompts" '[ "$n" -ge 4 ]'
+
+a=$("$NEXTN" run -m "$model" -p "And God said" -n 24 --temp 0 2>/dev/null)
+b=$("$NEXTN" run -m "$model" -p "And God said" -n 24 --temp 0 2>/dev/null)
+check "greedy text is deterministic and not empty" '[ ${#a} -gt 20 ] && [ "$a" = "$b" ]'
+
+# ---- C tokenizer == Python BPE
+"$NEXTN" tokenize -m "$model" --ids -f "$fix/tokenize.txt" >"$tmp/ids" 2>"$tmp/err"
+check "nextn tokenize == tools/train/bpe.py on held-out text" \
+      'diff <(tr -s " " "\n" <"$tmp/ids" | sed "/^$/d") "$fix/tokenize.ids" >/dev/null'
+
+# ---- speculative == plain on 200 held-out prompts
+n=0; bad=0
+while read -r prompt; do
+    n=$((n + 1))
+    if ! "$NEXTN" spec-bench -m "$model" --prompt "$prompt" -n 12 --runs 1 --draft-max 3 -t 1 \
+         >"$tmp/sb" 2>&1; then
+        bad=$((bad + 1)); [ "$bad" -le 3 ] && { echo "  prompt $n:"; tail -3 "$tmp/sb"; }
+    fi
+done <"$fix/prompts.txt"
+check "greedy spec == greedy plain on all $n held-out prompts ($bad failed)" '[ "$n" -ge 200 ] && [ "$bad" -eq 0 ]'
+exit $fail
