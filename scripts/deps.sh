@@ -9,7 +9,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build pkg-config gcc make libpcre2-dev libcjson-dev libmicrohttpd-dev
       libcmocka-dev clang libclang-rt-14-dev nodejs npm curl python3-minimal)
 if [ "${1:-}" = "--python" ]; then
-  pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread)
+  # offline tools only: tools/reference (torch, numpy, OpenBLAS) and tools/train (corpus + regex)
+  pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread bible-kjv bible-kjv-text python3-regex)
 fi
 
 missing=()
