@@ -128,14 +128,14 @@ static void test_trim_is_python_strip(void **state) {
 
 static void test_detect(void **state) {
     (void)state;
-    size_t len;
-    char *tmpl = tu_read_file(tu_src_path("tests/fixtures/chat/qwen3.5.jinja"), &len);
-    assert_non_null(tmpl);
+    /* the ChatML markers as a Qwen template writes them (the full Qwen3.5 template is not
+     * committed; see tests/fixtures/README.md, chat/) */
+    const char *tmpl = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
+                       "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
     nx_chat_format f = NX_CHAT_NONE;
     nx_err err;
-    assert_true(nx_chat_detect(tmpl, len, &f, &err));
+    assert_true(nx_chat_detect(tmpl, strlen(tmpl), &f, &err));
     assert_int_equal(f, NX_CHAT_CHATML);
-    free(tmpl);
     const char *llama3 = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}";
     assert_false(nx_chat_detect(llama3, strlen(llama3), &f, &err));
     assert_non_null(strstr(err.msg, "--chat-format chatml"));

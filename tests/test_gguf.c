@@ -848,63 +848,7 @@ static void test_layouts(void **state) {
     for (size_t i = 0; i < NX_ARRAY_LEN(removed); i++) assert_null(nx_gguf_type_layout_get(removed[i]));
 }
 
-/* ---- llama.cpp-written fixtures (tests/fixtures/README.md) -------------------------------------
- * Expected values are facts about the file, not our output: LLaMA-2 7B hyper-parameters and
- * SentencePiece vocabulary, confirmed with llama.cpp's own llama-gguf dump (docs/gguf.md). */
-static void test_fixture_llama_spm(void **state) {
-    (void)state;
-    nx_gguf *g = NULL;
-    nx_err err = {{0}};
-    must(nx_gguf_open(&g, tu_src_path("tests/fixtures/gguf/ggml-vocab-llama-spm.gguf"), &err), &err);
-    walk(g);
-    assert_int_equal(g->version, 3);
-    assert_int_equal(g->n_kv, 22);
-    assert_int_equal(g->n_tensors, 0);
-    assert_int_equal(g->size, 723869);
-    nx_str s;
-    must(nx_gguf_get_str(g, "general.architecture", &s, &err), &err);
-    assert_true(nx_str_eq(s, "llama"));
-    must(nx_gguf_get_str(g, "tokenizer.ggml.model", &s, &err), &err);
-    assert_true(nx_str_eq(s, "llama"));
-    const struct { const char *key; uint32_t v; } u32s[] = {
-        {"llama.block_count", 32}, {"llama.context_length", 4096}, {"llama.embedding_length", 4096},
-        {"llama.feed_forward_length", 11008}, {"llama.attention.head_count", 32},
-        {"llama.attention.head_count_kv", 32}, {"llama.vocab_size", 32000}, {"llama.rope.dimension_count", 128},
-        {"tokenizer.ggml.bos_token_id", 1}, {"tokenizer.ggml.eos_token_id", 2}, {"tokenizer.ggml.unknown_token_id", 0},
-    };
-    for (size_t i = 0; i < NX_ARRAY_LEN(u32s); i++) {
-        uint32_t v;
-        must(nx_gguf_get_u32(g, u32s[i].key, &v, &err), &err);
-        if (v != u32s[i].v) fail_msg("%s = %u, expected %u", u32s[i].key, v, u32s[i].v);
-    }
-    float eps;
-    must(nx_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps, &err), &err);
-    assert_true(eps == 1e-5f);
-    bool b;
-    must(nx_gguf_get_bool_or(g, "tokenizer.ggml.add_bos_token", false, &b, &err), &err); assert_true(b);
-    must(nx_gguf_get_bool_or(g, "tokenizer.ggml.add_eos_token", true, &b, &err), &err); assert_false(b);
-    const nx_gguf_kv *tok, *typ, *sc;
-    must(nx_gguf_get_arr(g, "tokenizer.ggml.tokens", NX_GGUF_STRING, &tok, &err), &err);
-    must(nx_gguf_get_arr(g, "tokenizer.ggml.token_type", NX_GGUF_INT32, &typ, &err), &err);
-    must(nx_gguf_get_arr(g, "tokenizer.ggml.scores", NX_GGUF_FLOAT32, &sc, &err), &err);
-    assert_int_equal(tok->arr_count, 32000);
-    assert_int_equal(typ->arr_count, 32000);
-    assert_int_equal(sc->arr_count, 32000);
-    assert_true(nx_str_eq(nx_gguf_arr_str(tok, 0), "<unk>"));
-    assert_true(nx_str_eq(nx_gguf_arr_str(tok, 1), "<s>"));
-    assert_true(nx_str_eq(nx_gguf_arr_str(tok, 2), "</s>"));
-    assert_true(nx_str_eq(nx_gguf_arr_str(tok, 3), "<0x00>"));
-    assert_true(nx_str_eq(nx_gguf_arr_str(tok, 29871), "\xe2\x96\x81")); /* U+2581, SentencePiece space */
-    assert_int_equal(nx_gguf_arr_int(typ, 0), 2);  /* UNKNOWN */
-    assert_int_equal(nx_gguf_arr_int(typ, 1), 3);  /* CONTROL */
-    assert_int_equal(nx_gguf_arr_int(typ, 3), 6);  /* BYTE */
-    assert_int_equal(nx_gguf_arr_int(typ, 29871), 1); /* NORMAL */
-    nx_gguf_close(g);
-}
-
-/* Written by llama.cpp's C gguf writer (its examples/gguf program, `llama-gguf FILE w`).  Values
- * are the constants in that program's source; shapes, sizes and offsets are those llama.cpp's own
- * reader printed for this file (`llama-gguf FILE r n`, docs/gguf.md). */
+/* ---- llama.cpp-written fixture (tests/fixtures/README.md) -------------------------------------- */
 static void test_fixture_llama_gguf_example(void **state) {
     (void)state;
     nx_gguf *g = NULL;
@@ -976,7 +920,6 @@ int main(void) {
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_layouts),
-        cmocka_unit_test(test_fixture_llama_spm),
         cmocka_unit_test(test_fixture_llama_gguf_example),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,9 +36,6 @@ check "--json parses and matches" 'node -e "
     j.totals.parameters === 70272 && j.totals.bytes === 261888 && j.totals.by_type.q8_0.bytes === 4352;
   process.exit(ok ? 0 : 1);" "$tmp/out"'
 
-# a file written by llama.cpp's Python writer (tests/fixtures/README.md)
-fx="${NEXTN_SRC:-.}/tests/fixtures/gguf/ggml-vocab-llama-spm.gguf"
-check "llama.cpp vocab fixture" '"$NEXTN" info "$fx" >"$tmp/out" && has "format:    GGUF v3, alignment 32" && has "metadata: 22 keys" && has "llama.feed_forward_length               uint32    11008" && has "tokenizer.ggml.tokens                   [string]  [32000 strings: \"<unk>\", \"<s>\", \"</s>\", \"<0x00>\"" && has "tokenizer.ggml.add_eos_token            bool      false" && has "totals: 0 tensors, 0 parameters, 0 bytes"'
 # a file written by llama.cpp's C writer: values are the constants of its examples/gguf program
 fx2="${NEXTN_SRC:-.}/tests/fixtures/gguf/llama-gguf-example.gguf"
 check "llama.cpp C-writer fixture" '"$NEXTN" info "$fx2" >"$tmp/out" && has "some.parameter.uint64   uint64    1311768467463790320" && has "some.parameter.int16    int16     -4661" && has "some.parameter.arr.str  [string]  [3 strings: \"hello\", \"world\", \"!\"]" && grep -E "tensor_9 +f32 +\[2, 8, 7, 4\] +1792  0x2e00$" "$tmp/out" >/dev/null && has "totals: 10 tensors, 3051 parameters, 12204 bytes"'

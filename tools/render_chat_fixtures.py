@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """render_chat_fixtures.py - renders tests/fixtures/chat/conversations.json with the Qwen3.5 chat
-template (tests/fixtures/chat/qwen3.5.jinja) using Jinja2 the way HF transformers does
+template (given as the argument; not committed, see tests/fixtures/README.md) using Jinja2 the way HF transformers does
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, its `tojson`), and
 writes the expected prompts to tests/fixtures/chat/expected/<name>.txt.
 
@@ -30,7 +30,9 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
 env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
-with open(os.path.join(here, "qwen3.5.jinja"), encoding="utf-8") as f:
+if len(sys.argv) != 2:
+    sys.exit("usage: render_chat_fixtures.py QWEN3.5_TEMPLATE.jinja  (see tests/fixtures/README.md, chat/)")
+with open(sys.argv[1], encoding="utf-8") as f:
     template = env.from_string(f.read())
 with open(os.path.join(here, "conversations.json"), encoding="utf-8") as f:
     cases = json.load(f)
