@@ -62,6 +62,8 @@ int cmd_run(int argc, char **argv) {
         {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
         {"--no-mtp", NULL, NX_ARG_FLAG, &no_mtp, NULL, "--spec: do not use an MTP head (plain decoding)", 0, 0, NULL, false},
         {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
+        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens (default 0 = all)", 1, 1e9, NULL, false},
+        {"--draft-vocab-file", NULL, NX_ARG_STRING, &spec.draft_vocab_file, "FILE", "--spec: token frequencies from `nextn draft-vocab` (default: the K lowest ids)", 0, 0, NULL, false},
     };
     const size_t n_args = NX_ARGS_LEN(args);
     int rc = nx_args_parse(CMD, "-m FILE (-p TEXT | --tokens IDS) [-n N] [options]", args, n_args, argc, argv);
@@ -76,6 +78,8 @@ int cmd_run(int argc, char **argv) {
     if (spec.draft_min > spec.draft_max)
         return nx_usage_error(CMD, "--draft-min %d is larger than --draft-max %d", spec.draft_min, spec.draft_max);
     if (no_mtp && spec.mtp_model) return nx_usage_error(CMD, "--no-mtp and --mtp-model contradict each other");
+    if (spec.draft_vocab_file && spec.draft_vocab == 0)
+        return nx_usage_error(CMD, "--draft-vocab-file needs --draft-vocab K (how many tokens to keep)");
     spec.use_mtp = !no_mtp;
     spec.adaptive = !no_adaptive;
     sp.seed = seed;

@@ -3,7 +3,8 @@
  *   nextn spec-bench -m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt ID,ID,...]
  *                    [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P]
  *                    [--no-adaptive] [--spec-oracle] [--temp T] [--seed S] [--runs R]
- *                    [--verify-cost] [-t THREADS] [--kv f16|f32]
+ *                    [--verify-cost] [--draft-vocab K [--draft-vocab-file FILE]] [-t THREADS]
+ *                    [--kv f16|f32]
  *
  * `nextn bench --spec mtp ...` lands here too (bench's -p/-n/-r/-t/--kv-type are accepted).
  *
@@ -17,21 +18,28 @@
  * passes still run and are timed), i.e. acceptance 100 %: the ceiling of the speedup that the
  * measured draft and verify costs allow.  Benchmark only.
  * --verify-cost: also times a target batch of k rows (k = 1 .. draft-max + 1) after the prompt
- * and prints each as a multiple of the 1-row decode (median of 15 repetitions, rolled back).
+ * and prints each as a multiple of the 1-row decode (median of 15 repetitions, rolled back),
+ * and the cost of one draft step (a 1-row MTP pass with logits, plus turning them into a
+ * greedy draft token), with the whole vocabulary and, with --draft-vocab, with K tokens.
+ * --draft-vocab K: the MTP head scores only K tokens (draft_vocab.h), from --draft-vocab-file
+ * or the K lowest ids.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "commands.h"
+#include "draft_vocab.h"
 #include "forward.h"
 #include "model.h"
 #include "mtp.h"
 #include "seq_ckpt.h"
 #include "spec.h"
 #include "threads.h"
+#include "tokenizer.h"
 
 #define CMD "nextn spec-bench"
 
@@ -40,7 +48,7 @@ static void usage(FILE *f) {
             "usage: " CMD " -m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt ID,ID,...]\n"
             "          [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P] [--no-adaptive]\n"
             "          [--spec-oracle] [--temp T] [--seed S] [--runs R] [--verify-cost] [--cpu-time] [-t THREADS]\n"
-            "          [--kv f16|f32]\n"
+            "          [--kv f16|f32] [--draft-vocab K [--draft-vocab-file FILE]]\n"
             "  --prompt-len N   random prompt of N token ids (default 32; seeded by --seed); also -p\n"
             "  -n N_GEN         tokens to generate per sequence (default 64)\n"
             "  --seqs S         sequences decoded together in one batch (default 1)\n"
@@ -51,7 +59,9 @@ static void usage(FILE *f) {
             "  --spec-oracle    drafts = plain greedy continuation (ceiling; greedy only)\n"
             "  --temp T         sampling temperature (default 0 = greedy; T > 0 uses top-k 40, top-p 0.95)\n"
             "  --runs R         repetitions; medians are reported (default 3)\n"
-            "  --verify-cost    also time k-row verify batches against a 1-row decode\n"
+            "  --verify-cost    also time k-row verify batches against a 1-row decode, and a draft step\n"
+            "  --draft-vocab K  the MTP head scores only K tokens (default: all)\n"
+            "  --draft-vocab-file FILE  token frequencies (`nextn draft-vocab`) choosing them (default: lowest ids)\n"
             "  --cpu-time       time with process CPU seconds instead of wall seconds (use with -t 1 on a\n"
             "                   shared machine; the draft/verify shares stay wall-clock)\n");
 }
@@ -95,9 +105,9 @@ static double median(double *v, int n) {
 }
 
 typedef struct options {
-    const char *model, *mtp_model, *prompt_ids;
+    const char *model, *mtp_model, *prompt_ids, *dv_file;
     bool no_mtp, oracle, verify_cost, cpu_time;
-    long prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, seed;
+    long prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, seed, draft_vocab;
     double p_min, temp;
     nx_kv_type kv;
     bool adaptive;
@@ -223,6 +233,68 @@ static bool verify_cost(const options *o, const nx_model *m, const int32_t *prom
     return ok;
 }
 
+/* Median seconds of one greedy draft step on `head` as it is configured now: a 1-row MTP pass
+ * with logits after a mirrored prompt, then the token (the driver's path: K logits scattered
+ * to their ids, the sampler over the whole vocabulary). */
+static bool time_draft_step(const options *o, const nx_mtp_head *head, const int32_t *prompt, int32_t n_prompt,
+                            nx_pool *pool, double *out, nx_err *err) {
+    enum { REPS = 15 };
+    const int32_t E = (int32_t)head->view.hp.n_embd, V = (int32_t)head->view.hp.n_vocab;
+    nx_mtp *m = NULL;
+    nx_sampler *smp = NULL;
+    nx_sampler_params gp = nx_sampler_greedy_params();
+    float *h = calloc((size_t)(n_prompt + 1) * (size_t)E, sizeof *h);
+    float *full = malloc((size_t)V * sizeof *full);
+    int32_t *pos = malloc((size_t)(n_prompt + 1) * sizeof *pos);
+    bool ok = h && full && pos;
+    if (!ok) nx_fail(err, "out of memory");
+    ok = ok && nx_mtp_create(&m, head, n_prompt + 2, 1, o->kv, pool, err) && nx_sampler_create(&smp, V, &gp, err);
+    for (int32_t i = 0; ok && i <= n_prompt; i++) pos[i] = i;
+    for (int32_t i = 0; ok && i < n_prompt * E; i++) h[i] = (float)((i * 37) % 17) - 8.0f; /* any hidden rows */
+    for (int32_t i = 0; ok && i < V; i++) full[i] = -INFINITY;
+    ok = ok && nx_mtp_forward(m, n_prompt, prompt, pos, NULL, h, NULL, err);
+    double t[REPS];
+    for (int r = 0; ok && r < REPS; r++) {
+        const int8_t lg = 1;
+        int32_t tok = prompt[r % n_prompt], d;
+        double t0 = bench_clock(o->cpu_time);
+        ok = nx_mtp_forward(m, 1, &tok, &pos[n_prompt], NULL, h, &lg, err);
+        const float *row = ok ? nx_mtp_logits(m, 0) : NULL;
+        const int32_t *ids = ok ? nx_mtp_logit_ids(m) : NULL;
+        if (ids) {
+            for (int32_t k = 0; k < nx_mtp_n_logits(m); k++) full[ids[k]] = row[k];
+            row = full;
+        }
+        ok = ok && nx_sampler_sample(smp, row, &d, err);
+        t[r] = bench_clock(o->cpu_time) - t0;
+        ok = ok && nx_mtp_truncate(m, 0, n_prompt, err);
+    }
+    if (ok) *out = median(t, REPS);
+    nx_sampler_free(smp);
+    nx_mtp_free(m);
+    free(h);
+    free(full);
+    free(pos);
+    return ok;
+}
+
+/* The draft step with the whole vocabulary, then (ids != NULL) after restricting the head to
+ * the K draft tokens; the head keeps the restriction. */
+static bool draft_cost(const options *o, nx_mtp_head *head, const int32_t *ids, const int32_t *prompt,
+                       int32_t n_prompt, nx_pool *pool, nx_err *err) {
+    double full, red;
+    if (!time_draft_step(o, head, prompt, n_prompt, pool, &full, err)) return false;
+    printf("draft step (1-row MTP pass + greedy pick, median of 15): whole vocabulary (%u): %8.3f ms\n",
+           head->view.hp.n_vocab, full * 1e3);
+    if (!ids) return true;
+    if (!nx_mtp_head_set_draft_vocab(head, ids, (int32_t)o->draft_vocab, err) ||
+        !time_draft_step(o, head, prompt, n_prompt, pool, &red, err))
+        return false;
+    printf("draft step with --draft-vocab %ld:%*s %8.3f ms  = %.2fx the whole-vocabulary step\n", o->draft_vocab,
+           (int)(22 - snprintf(NULL, 0, "%ld", o->draft_vocab)), "", red * 1e3, red / full);
+    return true;
+}
+
 int cmd_spec_bench(int argc, char **argv) {
     options o = {.prompt_len = 32, .n_gen = 64, .seqs = 1, .draft_max = 3, .draft_min = 0, .runs = 3,
                  .threads = 0, .seed = 1, .p_min = 0.0, .temp = 0.0, .kv = NX_KV_F16, .adaptive = true};
@@ -242,6 +314,8 @@ int cmd_spec_bench(int argc, char **argv) {
         else if (!strcmp(a, "--cpu-time")) o.cpu_time = true;
         else if (!strcmp(a, "--no-adaptive")) o.adaptive = false;
         else if (!strcmp(a, "--prompt")) { NEED_VALUE(); o.prompt_ids = v; }
+        else if (!strcmp(a, "--draft-vocab-file")) { NEED_VALUE(); o.dv_file = v; }
+        else if (!strcmp(a, "--draft-vocab")) { NEED_VALUE(); if (!parse_int(v, 1, 2147483647L, &l)) BAD("expected 1..2147483647"); o.draft_vocab = l; }
         else if (!strcmp(a, "--prompt-len") || !strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { NEED_VALUE(); if (!parse_int(v, 1, 4096, &l)) BAD("expected 1..4096"); o.prompt_len = l; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { NEED_VALUE(); if (!parse_int(v, 1, 1 << 20, &l)) BAD("expected 1..1048576"); o.n_gen = l; }
         else if (!strcmp(a, "--seqs")) { NEED_VALUE(); if (!parse_int(v, 1, 256, &l)) BAD("expected 1..256"); o.seqs = l; }
@@ -278,6 +352,10 @@ int cmd_spec_bench(int argc, char **argv) {
         fprintf(stderr, CMD ": --no-mtp and --mtp-model contradict each other\n");
         return 2;
     }
+    if (o.dv_file && !o.draft_vocab) {
+        fprintf(stderr, CMD ": --draft-vocab-file needs --draft-vocab K (how many tokens to keep)\n");
+        return 2;
+    }
     if (o.draft_min > o.draft_max) {
         fprintf(stderr, CMD ": --draft-min %ld is larger than --draft-max %ld\n", o.draft_min, o.draft_max);
         return 2;
@@ -288,7 +366,7 @@ int cmd_spec_bench(int argc, char **argv) {
     nx_model *model = NULL;
     nx_mtp_head *head = NULL;
     nx_pool *pool = NULL;
-    int32_t *prompt = NULL, **plain_out = NULL, **spec_out = NULL, **oracle_buf = NULL;
+    int32_t *prompt = NULL, **plain_out = NULL, **spec_out = NULL, **oracle_buf = NULL, *dv_ids = NULL;
     double *tp = NULL, *ts = NULL, *acc = NULL, *tps = NULL, *shd = NULL, *shv = NULL;
     const int S = (int)o.seqs, RUNS = (int)o.runs;
     if (!nx_model_load(&model, o.model, !o.no_mtp, &err)) goto fail;
@@ -299,6 +377,24 @@ int cmd_spec_bench(int argc, char **argv) {
         else fprintf(stderr, CMD ": MTP head from %s\n", head->source);
     } else {
         fprintf(stderr, CMD ": --no-mtp: plain decoding only\n");
+    }
+    if (o.draft_vocab > 0 && head) {
+        /* the K draft tokens; the head is restricted after the whole-vocabulary draft timing */
+        uint64_t fp = 0;
+        if (nx_gguf_find_kv(model->gguf, "tokenizer.ggml.model")) {
+            nx_tokenizer *tk;
+            if (!nx_tokenizer_from_gguf(&tk, model->gguf, &err)) goto fail;
+            fp = nx_draft_vocab_fingerprint(tk);
+            nx_tokenizer_free(tk);
+        }
+        dv_ids = malloc((size_t)o.draft_vocab * sizeof *dv_ids);
+        if (!dv_ids) { nx_fail(&err, "out of memory"); goto fail; }
+        if (!nx_draft_vocab_select(o.dv_file, model->hp.n_vocab, fp, (int32_t)o.draft_vocab, dv_ids, &err)) goto fail;
+        fprintf(stderr, CMD ": draft vocabulary: %ld tokens (%s%s)\n", o.draft_vocab,
+                o.dv_file ? "most frequent in " : "the lowest ids", o.dv_file ? o.dv_file : "");
+    } else if (o.draft_vocab > 0 && (uint64_t)o.draft_vocab > model->hp.n_vocab) {
+        nx_fail(&err, "--draft-vocab %ld out of range (1..%u, the model's vocabulary)", o.draft_vocab, model->hp.n_vocab);
+        goto fail;
     }
     pool = nx_pool_create((int)o.threads, &err);
     if (!pool) goto fail;
@@ -344,6 +440,9 @@ int cmd_spec_bench(int argc, char **argv) {
            "%s clock\n", o.model, model->hp.n_layer, model->hp.n_embd, model->hp.n_vocab, n_prompt, o.n_gen, S,
            S > 1 ? "s" : "", nx_pool_size(pool), o.temp > 0 ? "sampling" : "greedy", o.cpu_time ? "CPU" : "wall");
     if (o.verify_cost && !verify_cost(&o, model, prompt, n_prompt, pool, &err)) goto fail;
+    if (o.verify_cost && head && !draft_cost(&o, head, dv_ids, prompt, n_prompt, pool, &err)) goto fail;
+    if (dv_ids && head->n_draft_vocab == 0 && !nx_mtp_head_set_draft_vocab(head, dv_ids, (int32_t)o.draft_vocab, &err))
+        goto fail;
     int32_t **oracle = NULL;
     if (o.oracle && head) {
         oracle = oracle_buf = calloc((size_t)S, sizeof *oracle_buf);
@@ -418,7 +517,7 @@ done:
     if (spec_out) for (int i = 0; i < S; i++) free(spec_out[i]);
     if (oracle_buf) for (int i = 0; i < S; i++) free(oracle_buf[i]);
     free(oracle_buf);
-    free(plain_out); free(spec_out); free(prompt);
+    free(plain_out); free(spec_out); free(prompt); free(dv_ids);
     free(tp); free(ts); free(acc); free(tps); free(shd); free(shv);
     nx_pool_free(pool);
     nx_mtp_head_free(head);

@@ -26,5 +26,6 @@ int cmd_convert(int argc, char **argv);
 int cmd_spec_bench(int argc, char **argv);
 int cmd_mtp_extract(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_draft_vocab(int argc, char **argv);
 
 #endif

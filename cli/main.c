@@ -26,6 +26,7 @@ static const nx_command commands[] = {
     {"convert", cmd_convert, "convert a Hugging Face Qwen3.5 checkpoint to GGUF"},
     {"spec-bench", cmd_spec_bench, "plain vs MTP speculative decoding: speed, acceptance, verify cost"},
     {"mtp-extract", cmd_mtp_extract, "write an mtp-only GGUF (MTP block + embeddings/norm/head) from a model"},
+    {"draft-vocab", cmd_draft_vocab, "token frequencies of a text, for --draft-vocab (reduced MTP draft head)"},
     {"quantize", cmd_quantize, "re-quantise a GGUF (q8_0, q4_0, q5_0, q6_k, q4_k_m; llama.cpp's rules)"},
 };
 

@@ -217,6 +217,9 @@ typedef struct nextn_spec_params {
     float draft_p_min;         /* stop drafting below this top probability (default 0) */
     bool adaptive;             /* online cost model chooses the draft length (default true) */
     bool penalize_prompt;      /* prompt tokens enter the sampler's penalty history (default true) */
+    int32_t draft_vocab;       /* K > 0: the MTP head's logits cover only K tokens (default 0 = all) */
+    const char *draft_vocab_file; /* frequency file (`nextn draft-vocab`) choosing the K tokens;
+                                   * NULL = the K lowest ids.  Needs draft_vocab > 0. */
 } nextn_spec_params;
 
 typedef struct nextn_spec_stats {

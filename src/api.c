@@ -121,6 +121,7 @@ void nextn_model_get_info(const nextn_model *m, nextn_model_info *info) {
 nextn_tokenizer *nextn_model_tokenizer(const nextn_model *m) { return (nextn_tokenizer *)m->tok; }
 
 const nx_model *nx_api_model(const nextn_model *m) { return m->model; }
+const nx_tokenizer *nx_api_tokenizer(const nextn_model *m) { return m->tok; }
 
 /* ---- context ----------------------------------------------------------------------------- */
 

@@ -4,8 +4,11 @@
 
 #include "model.h"
 #include "nextn.h"
+#include "tokenizer.h"
 
 /* The internal model behind a public handle. */
 const nx_model *nx_api_model(const nextn_model *m);
+/* Its tokenizer, NULL when the file has none. */
+const nx_tokenizer *nx_api_tokenizer(const nextn_model *m);
 
 #endif

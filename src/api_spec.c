@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "draft_vocab.h"
 #include "forward.h"
 #include "mtp.h"
 #include "nextn.h"
@@ -67,6 +68,23 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         /* the file has an MTP block that was not bound at load time: bind it from the same file */
         if (!mtp_path && !m->mtp.present && m->hp.n_mtp == 1) mtp_path = path;
         if (!nx_mtp_head_open(&s->head, m, path, mtp_path, s->notice, sizeof s->notice, &ie)) goto fail;
+    }
+    if (p.draft_vocab_file && p.draft_vocab <= 0) {
+        nx_fail(&ie, "--draft-vocab-file %s needs --draft-vocab K (how many tokens to keep)", p.draft_vocab_file);
+        goto fail;
+    }
+    if (p.draft_vocab < 0 || (uint32_t)p.draft_vocab > m->hp.n_vocab) {
+        nx_fail(&ie, "--draft-vocab %d out of range (1..%u, the model's vocabulary)", p.draft_vocab, m->hp.n_vocab);
+        goto fail;
+    }
+    if (s->head && p.draft_vocab > 0) {
+        int32_t *ids = nx_malloc((size_t)p.draft_vocab * sizeof *ids, "draft vocabulary", &ie);
+        bool ok = ids && nx_draft_vocab_select(p.draft_vocab_file, m->hp.n_vocab,
+                                               nx_draft_vocab_fingerprint(nx_api_tokenizer(model)), p.draft_vocab,
+                                               ids, &ie) &&
+                  nx_mtp_head_set_draft_vocab(s->head, ids, p.draft_vocab, &ie);
+        free(ids);
+        if (!ok) goto fail;
     }
     s->pool = nx_pool_create(c.n_threads, &ie);
     if (!s->pool) goto fail;

@@ -50,8 +50,59 @@ bool nx_mtp_head_from_model(nx_mtp_head *h, const nx_model *m, const nx_model *t
 
 void nx_mtp_head_free(nx_mtp_head *h) {
     if (!h) return;
+    nx_free_aligned(h->draft_rows);
+    free(h->draft_ids);
     nx_model_free(h->owned_file);
     free(h);
+}
+
+bool nx_mtp_head_set_draft_vocab(nx_mtp_head *h, const int32_t *ids, int32_t K, nx_err *err) {
+    const nx_weight *w = &h->src->mtp.head;
+    const int32_t V = (int32_t)h->view.hp.n_vocab;
+    if (K < 0 || K > V) return nx_fail(err, "--draft-vocab %d out of range (1..%d, the model's vocabulary)", K, V);
+    nx_free_aligned(h->draft_rows);
+    free(h->draft_ids);
+    h->draft_rows = NULL;
+    h->draft_ids = NULL;
+    h->n_draft_vocab = 0;
+    memset(&h->draft_head, 0, sizeof h->draft_head);
+    if (K == 0) return true;
+    bool *seen = nx_calloc((size_t)V, sizeof *seen, "draft vocabulary", err);
+    if (!seen) return false;
+    for (int32_t k = 0; k < K; k++) {
+        if (ids[k] < 0 || ids[k] >= V || seen[ids[k]]) {
+            bool dup = ids[k] >= 0 && ids[k] < V;
+            free(seen);
+            return dup ? nx_fail(err, "draft vocabulary: token id %d listed twice", ids[k])
+                       : nx_fail(err, "draft vocabulary: token id %d out of range (vocabulary has %d tokens)", ids[k], V);
+        }
+        seen[ids[k]] = true;
+    }
+    free(seen);
+    uint64_t bytes;
+    if (!nx_mul_ok((uint64_t)K, w->row_bytes, &bytes)) return nx_fail(err, "draft vocabulary: head too large");
+    h->draft_ids = nx_malloc((size_t)K * sizeof *h->draft_ids, "draft vocabulary", err);
+    h->draft_rows = h->draft_ids ? nx_alloc_aligned((size_t)bytes, "draft vocabulary head rows", err) : NULL;
+    if (!h->draft_rows) {
+        free(h->draft_ids);
+        h->draft_ids = NULL;
+        return false;
+    }
+    /* rows are self-contained in every type (whole quantisation blocks), so a row copy is exact */
+    for (int32_t k = 0; k < K; k++) {
+        h->draft_ids[k] = ids[k];
+        memcpy((char *)h->draft_rows + (size_t)k * w->row_bytes, (const char *)w->data + (size_t)ids[k] * w->row_bytes,
+               w->row_bytes);
+    }
+    if (!nx_weight_init(&h->draft_head, h->draft_rows, w->type, w->in, K, err)) {
+        nx_free_aligned(h->draft_rows);
+        free(h->draft_ids);
+        h->draft_rows = NULL;
+        h->draft_ids = NULL;
+        return nx_fail_prefix(err, "draft vocabulary");
+    }
+    h->n_draft_vocab = K;
+    return true;
 }
 
 static bool gguf_lookup(void *user, const char *name, nx_tensor_info *out) {
@@ -131,6 +182,14 @@ struct nx_mtp {
     float *cat;  /* [cap][2E] [enorm(embed) ; hnorm(h)] */
     float *x0;   /* [cap][E] eh_proj output = the block's input */
     float *emb;  /* [E] one embedding row */
+    /* reduced draft vocabulary (copied from the head at creation): K logits per asked row */
+    int32_t K;
+    const int32_t *ids;
+    int32_t n_rows;      /* rows of the last batch */
+    int32_t cap_out;
+    int32_t *out_row;    /* [cap] row -> index into dlog, -1 = no logits */
+    float *gath;         /* [cap_out][E] hout of the rows that asked for logits */
+    float *dlog;         /* [cap_out][K] */
 };
 
 bool nx_mtp_create(nx_mtp **out, const nx_mtp_head *head, int32_t n_ctx, int32_t n_seq, nx_kv_type kv_type,
@@ -140,6 +199,8 @@ bool nx_mtp_create(nx_mtp **out, const nx_mtp_head *head, int32_t n_ctx, int32_t
     if (!m) return false;
     m->head = head;
     m->pool = pool;
+    m->K = head->n_draft_vocab;
+    m->ids = head->draft_ids;
     nx_ctx_params p = nx_ctx_default_params();
     p.n_ctx = n_ctx;
     p.n_seq = n_seq;
@@ -161,6 +222,9 @@ void nx_mtp_free(nx_mtp *m) {
     nx_free_aligned(m->cat);
     nx_free_aligned(m->x0);
     nx_free_aligned(m->emb);
+    free(m->out_row);
+    nx_free_aligned(m->gath);
+    nx_free_aligned(m->dlog);
     free(m);
 }
 
@@ -172,9 +236,38 @@ static bool grow(nx_mtp *m, int32_t n, nx_err *err) {
     m->cap = 0;
     m->cat = nx_alloc_aligned((size_t)n * 2 * E * sizeof(float), "MTP scratch", err);
     m->x0 = m->cat ? nx_alloc_aligned((size_t)n * E * sizeof(float), "MTP scratch", err) : NULL;
-    if (!m->x0) return false;
+    free(m->out_row);
+    m->out_row = m->x0 ? nx_malloc((size_t)n * sizeof *m->out_row, "MTP scratch", err) : NULL;
+    if (!m->out_row) return false;
     m->cap = n;
     return true;
+}
+
+/* The reduced head: logits over the K draft tokens for the rows that asked (hout rows of the
+ * forward pass times the repacked K x E head). */
+static bool reduced_logits(nx_mtp *m, int32_t n, const int8_t *logits, nx_err *err) {
+    const size_t E = m->head->view.hp.n_embd;
+    const float *hid = nx_ctx_hidden(m->ctx);
+    int32_t n_out = 0;
+    for (int32_t t = 0; t < n; t++) m->out_row[t] = logits[t] ? n_out++ : -1;
+    if (n_out == 0) return true;
+    if (n_out > m->cap_out) {
+        nx_free_aligned(m->gath);
+        nx_free_aligned(m->dlog);
+        m->cap_out = 0;
+        m->gath = nx_alloc_aligned((size_t)n_out * E * sizeof(float), "MTP draft logits", err);
+        m->dlog = m->gath ? nx_alloc_aligned((size_t)n_out * (size_t)m->K * sizeof(float), "MTP draft logits", err) : NULL;
+        if (!m->dlog) return false;
+        m->cap_out = n_out;
+    }
+    const float *src = hid;
+    if (n_out != n) {
+        for (int32_t t = 0; t < n; t++)
+            if (m->out_row[t] >= 0) memcpy(m->gath + (size_t)m->out_row[t] * E, hid + (size_t)t * E, E * sizeof(float));
+        src = m->gath;
+    }
+    return nx_matmul(m->pool, &m->mm, &m->head->draft_head, src, n_out, m->dlog, err) ? true
+           : nx_fail_prefix(err, "MTP draft head");
 }
 
 bool nx_mtp_forward(nx_mtp *m, int32_t n, const int32_t *token, const int32_t *pos, const int32_t *seq_id,
@@ -195,19 +288,34 @@ bool nx_mtp_forward(nx_mtp *m, int32_t n, const int32_t *token, const int32_t *p
     if (!nx_matmul(m->pool, &m->mm, &src->mtp.eh_proj, m->cat, n, m->x0, err)) return nx_fail_prefix(err, "MTP eh_proj");
     int8_t *lg = NULL;
     int8_t lg_stack[64];
-    if (!logits) {
-        /* nx_batch.logits NULL would mean "last row": ask for none explicitly */
+    const bool reduced = m->K > 0;
+    m->n_rows = 0;
+    if (!logits || reduced) {
+        /* nx_batch.logits NULL would mean "last row": ask for none explicitly (with a reduced
+         * vocabulary the full-vocabulary head is never run; reduced_logits does the rows) */
         lg = n <= 64 ? lg_stack : nx_malloc((size_t)n, "MTP batch", err);
         if (!lg) return false;
         memset(lg, 0, (size_t)n);
     }
-    nx_batch b = {n, token, pos, seq_id, logits ? logits : lg};
+    nx_batch b = {n, token, pos, seq_id, lg ? lg : logits};
     bool ok = nx_forward_embd(m->ctx, &b, m->x0, err);
     if (lg && lg != lg_stack) free(lg);
-    return ok ? true : nx_fail_prefix(err, "MTP");
+    if (!ok) return nx_fail_prefix(err, "MTP");
+    if (reduced) {
+        for (int32_t t = 0; t < n; t++) m->out_row[t] = -1;
+        if (logits && !reduced_logits(m, n, logits, err)) return false;
+    }
+    m->n_rows = n;
+    return true;
 }
 
-const float *nx_mtp_logits(const nx_mtp *m, int32_t row) { return nx_ctx_logits(m->ctx, row); }
+const float *nx_mtp_logits(const nx_mtp *m, int32_t row) {
+    if (m->K == 0) return nx_ctx_logits(m->ctx, row);
+    if (row < 0 || row >= m->n_rows || m->out_row[row] < 0) return NULL;
+    return m->dlog + (size_t)m->out_row[row] * (size_t)m->K;
+}
+int32_t nx_mtp_n_logits(const nx_mtp *m) { return m->K > 0 ? m->K : (int32_t)m->head->view.hp.n_vocab; }
+const int32_t *nx_mtp_logit_ids(const nx_mtp *m) { return m->K > 0 ? m->ids : NULL; }
 const float *nx_mtp_hidden(const nx_mtp *m) { return nx_ctx_hidden(m->ctx); }
 int32_t nx_mtp_n_past(const nx_mtp *m, int32_t seq) { return nx_ctx_n_past(m->ctx, seq); }
 bool nx_mtp_truncate(nx_mtp *m, int32_t seq, int32_t from_pos, nx_err *err) {

@@ -36,6 +36,11 @@ typedef struct nx_mtp_head {
     const nx_model *src;    /* model holding the MTP weights (trunk, or owned_file) */
     nx_model *owned_file;   /* separately loaded MTP file, or NULL */
     char source[512];       /* where the weights came from, for messages */
+    /* reduced draft vocabulary (nx_mtp_head_set_draft_vocab); n_draft_vocab 0 = the whole one */
+    int32_t n_draft_vocab;  /* K */
+    int32_t *draft_ids;     /* [K] token id of draft logit k, increasing */
+    nx_weight draft_head;   /* {E, K}: rows draft_ids[] of the MTP head, repacked (owned) */
+    void *draft_rows;       /* storage of draft_head */
 } nx_mtp_head;
 
 /* Builds a head from a model that has its MTP block bound (m->mtp.present).  `trunk` (may be
@@ -48,6 +53,13 @@ bool nx_mtp_head_from_model(nx_mtp_head *h, const nx_model *m, const nx_model *t
 bool nx_mtp_head_open(nx_mtp_head **out, const nx_model *trunk, const char *trunk_path, const char *mtp_path,
                       char *notice, size_t notice_len, nx_err *err);
 void nx_mtp_head_free(nx_mtp_head *h);
+
+/* Restricts the head's logits to the K tokens ids[0..K) (distinct, in range, any order; see
+ * draft_vocab.h for how they are chosen): their rows of the LM head are copied once into a
+ * K x E matrix of the same type, so a draft pass reads K rows instead of n_vocab.  Contexts
+ * created afterwards (nx_mtp_create) return K logits per row (nx_mtp_n_logits) whose token ids
+ * are nx_mtp_logit_ids.  K == 0 goes back to the whole vocabulary.  Call before nx_mtp_create. */
+bool nx_mtp_head_set_draft_vocab(nx_mtp_head *h, const int32_t *ids, int32_t K, nx_err *err);
 
 /* Checks that an MTP model `m` fits `trunk` (E, vocabulary, attention geometry, eps). */
 bool nx_mtp_check_compatible(const nx_model *m, const char *m_where, const nx_model *trunk, nx_err *err);
@@ -75,7 +87,9 @@ void nx_mtp_free(nx_mtp *m);
  * logits for that row (NULL = none).  h may not alias the outputs. */
 bool nx_mtp_forward(nx_mtp *m, int32_t n, const int32_t *token, const int32_t *pos, const int32_t *seq_id,
                     const float *h, const int8_t *logits, nx_err *err);
-const float *nx_mtp_logits(const nx_mtp *m, int32_t row);   /* NULL unless asked */
+const float *nx_mtp_logits(const nx_mtp *m, int32_t row);   /* NULL unless asked; nx_mtp_n_logits floats */
+int32_t nx_mtp_n_logits(const nx_mtp *m);                    /* n_vocab, or K with a draft vocabulary */
+const int32_t *nx_mtp_logit_ids(const nx_mtp *m);            /* token id of each logit; NULL = identity */
 const float *nx_mtp_hidden(const nx_mtp *m);                /* [n][E] hout of every row */
 int32_t nx_mtp_n_past(const nx_mtp *m, int32_t seq);
 bool nx_mtp_truncate(nx_mtp *m, int32_t seq, int32_t from_pos, nx_err *err); /* keep positions < from_pos */

@@ -46,6 +46,8 @@ struct nx_spec {
     bool greedy;
     seq_state *seq;
     nx_dist pd, scratch;
+    float *dfull;             /* [V] draft logits scattered to token ids when the MTP head has a
+                               * reduced vocabulary; the other ids stay -inf for good */
     /* batch scratch */
     int32_t cap_rows;
     int32_t *b_tok, *b_pos, *b_seq;
@@ -88,6 +90,7 @@ void nx_spec_free(nx_spec *s) {
     free(s->seq);
     nx_dist_free(&s->pd);
     nx_dist_free(&s->scratch);
+    nx_free_aligned(s->dfull);
     free(s->b_tok);
     free(s->b_pos);
     free(s->b_seq);
@@ -156,6 +159,11 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     s->b_lg = s->b_seq ? nx_malloc((size_t)s->cap_rows, "batch", err) : NULL;
     s->b_h = s->b_lg ? nx_alloc_aligned((size_t)s->cap_rows * E * sizeof(float), "batch", err) : NULL;
     if (!s->b_h) goto fail;
+    if (mtp && nx_mtp_logit_ids(mtp)) {
+        s->dfull = nx_alloc_aligned((size_t)s->V * sizeof(float), "draft logits", err);
+        if (!s->dfull) goto fail;
+        for (int32_t i = 0; i < s->V; i++) s->dfull[i] = -INFINITY;
+    }
     s->next_N = s->p.draft_max;
     *out = s;
     return true;
@@ -171,6 +179,14 @@ bool nx_spec_active(const nx_spec *s, int32_t seq) { return seq >= 0 && seq < s-
 const nx_spec_stats *nx_spec_get_stats(const nx_spec *s) { return &s->st; }
 void nx_spec_reset_stats(nx_spec *s) { memset(&s->st, 0, sizeof s->st); }
 int32_t nx_spec_current_draft(const nx_spec *s) { return s->next_N; }
+int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts) {
+    if (seq < 0 || seq >= s->n_seq) {
+        *drafts = NULL;
+        return 0;
+    }
+    *drafts = s->seq[seq].draft;
+    return s->seq[seq].n_draft;
+}
 
 bool nx_spec_check(const nx_spec *s, nx_err *err) {
     for (int32_t i = 0; i < s->n_seq; i++) {
@@ -374,6 +390,19 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
     return nx_sampler_accept(q->smp, d, err);
 }
 
+/* The MTP logits of a row over the whole vocabulary.  With a reduced draft vocabulary the K
+ * logits are scattered to their token ids; every other id keeps -inf, i.e. probability 0 under
+ * the sampler (sample.h), so q is the MTP softmax over the K tokens and 0 elsewhere, and the
+ * accept / residual rule stays exact (it holds for any q).  O(K). */
+static const float *draft_logits(nx_spec *s, int32_t row) {
+    const float *lg = nx_mtp_logits(s->mtp, row);
+    const int32_t *ids = nx_mtp_logit_ids(s->mtp);
+    if (!ids || !lg) return lg;
+    const int32_t K = nx_mtp_n_logits(s->mtp);
+    for (int32_t k = 0; k < K; k++) s->dfull[ids[k]] = lg[k];
+    return s->dfull;
+}
+
 static bool draft_all(nx_spec *s, nx_err *err) {
     const size_t E = (size_t)s->E;
     bool any = false;
@@ -431,7 +460,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             seq_state *q = &s->seq[i];
             if (!q->drafting) continue;
             bool stop;
-            if (!pick_draft(s, q, nx_ctx_n_past(s->tgt, i), nx_mtp_logits(s->mtp, q->row), &stop, err)) return false;
+            if (!pick_draft(s, q, nx_ctx_n_past(s->tgt, i), draft_logits(s, q->row), &stop, err)) return false;
             memcpy(q->chain_h, nx_mtp_hidden(s->mtp) + (size_t)q->row * E, E * sizeof(float));
             if (stop || q->n_draft >= q->cap) q->drafting = false;
             more = more || q->drafting;

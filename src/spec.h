@@ -105,6 +105,9 @@ bool nx_spec_check(const nx_spec *s, nx_err *err);
 
 const nx_spec_stats *nx_spec_get_stats(const nx_spec *s);
 void nx_spec_reset_stats(nx_spec *s);
+/* The draft tokens seq verified in the last step (after --draft-min); *drafts points into the
+ * driver, valid until the next step.  For tests and reports. */
+int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts);
 /* The draft length the cost model would use next (for reports). */
 int32_t nx_spec_current_draft(const nx_spec *s);
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "draft_vocab.h"
 #include "forward.h"
 #include "mkmodel.h"
 #include "mtp.h"
@@ -242,8 +243,7 @@ static void test_accept_residual_chi2(void **state) {
  * randomized probability integral transform: u = F(b-) + U p(b) is uniform on [0, 1) exactly
  * when b ~ p; chi-square over 16 equal bins of u.  Temperature 1.5 and top-k 40 over the random
  * model: p and the MTP's q overlap a little, so accepted drafts and residual draws both occur. */
-static void test_spec_sampling_end_to_end(void **state) {
-    fixture *f = *state;
+static void spec_sampling_pit(fixture *f, const nx_mtp_head *head, const char *label) {
     enum { S = 64, ROUNDS = 24, BINS = 16 };
     nx_err err;
     const int32_t V = (int32_t)f->model.hp.n_vocab;
@@ -261,7 +261,7 @@ static void test_spec_sampling_end_to_end(void **state) {
     nx_ctx *c;
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 16, S, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, head, 16, S, NX_KV_F16, f->pool, &err));
     int32_t *pairs = calloc((size_t)S * ROUNDS * 2, sizeof *pairs);
     int64_t n_acc = 0, n_draft = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -327,8 +327,8 @@ static void test_spec_sampling_end_to_end(void **state) {
     }
     double e = (double)S * ROUNDS / BINS, x2 = 0;
     for (int i = 0; i < BINS; i++) x2 += (bins[i] - e) * (bins[i] - e) / e;
-    printf("end to end: PIT chi2 %.2f (df 15, 0.1%% critical 37.70), drafts accepted %lld / %lld\n", x2,
-           (long long)n_acc, (long long)n_draft);
+    printf("end to end (%s): PIT chi2 %.2f (df 15, 0.1%% critical 37.70), drafts accepted %lld / %lld\n", label,
+           x2, (long long)n_acc, (long long)n_draft);
     assert_true(x2 < 37.70);
     assert_true(n_acc > 0 && n_acc < n_draft);
     free(pa);
@@ -339,6 +339,11 @@ static void test_spec_sampling_end_to_end(void **state) {
     free(pairs);
     nx_mtp_free(m);
     nx_ctx_free(c);
+}
+
+static void test_spec_sampling_end_to_end(void **state) {
+    fixture *f = *state;
+    spec_sampling_pit(f, f->head, "whole vocabulary");
 }
 
 /* With random weights nothing is accepted: the cost model must end up drafting nothing on most
@@ -431,6 +436,229 @@ static void test_driver_without_mtp(void **state) {
     nx_ctx_free(ref);
 }
 
+/* ---- reduced draft vocabulary (--draft-vocab) ---------------------------------------------- */
+
+static nx_mtp_head *head_with_vocab(fixture *f, const int32_t *ids, int32_t K) {
+    nx_err err;
+    char notice[128];
+    nx_mtp_head *h;
+    if (!nx_mtp_head_open(&h, &f->model, NULL, NULL, notice, sizeof notice, &err) || !h) fail_msg("%s", err.msg);
+    if (!nx_mtp_head_set_draft_vocab(h, ids, K, &err)) fail_msg("%s", err.msg);
+    return h;
+}
+
+/* A random set of K distinct ids, in random order (the head must not rely on any order). */
+static void random_ids(tu_rng *rng, int32_t V, int32_t K, int32_t *ids) {
+    int32_t *perm = malloc((size_t)V * sizeof *perm);
+    for (int32_t i = 0; i < V; i++) perm[i] = i;
+    for (int32_t i = V - 1; i > 0; i--) {
+        int32_t j = (int32_t)(tu_rng_u64(rng) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    memcpy(ids, perm, (size_t)K * sizeof *ids);
+    free(perm);
+}
+
+/* The reduced head's logit k is the whole head's logit of token ids[k] (same rows of the same
+ * weights: equal up to the kernel's rounding), for batched rows of two sequences. */
+static void test_draft_vocab_head_logits(void **state) {
+    fixture *f = *state;
+    enum { K = 37, T = 5 };
+    const int32_t V = (int32_t)f->model.hp.n_vocab, E = (int32_t)f->model.hp.n_embd;
+    tu_rng rng;
+    tu_rng_seed(&rng, 404);
+    int32_t ids[K];
+    random_ids(&rng, V, K, ids);
+    nx_mtp_head *red = head_with_vocab(f, ids, K);
+    nx_err err;
+    nx_mtp *mf, *mr;
+    assert_true(nx_mtp_create(&mf, f->head, 16, 2, NX_KV_F32, f->pool, &err));
+    assert_true(nx_mtp_create(&mr, red, 16, 2, NX_KV_F32, f->pool, &err));
+    assert_int_equal(nx_mtp_n_logits(mf), V);
+    assert_null(nx_mtp_logit_ids(mf));
+    assert_int_equal(nx_mtp_n_logits(mr), K);
+    assert_memory_equal(nx_mtp_logit_ids(mr), ids, sizeof ids);
+    int32_t tok[T] = {5, 77, 123, 9, 250}, pos[T] = {0, 0, 1, 1, 2}, seq[T] = {0, 1, 0, 1, 0};
+    int8_t lg[T] = {1, 0, 1, 1, 1};
+    float *h = malloc((size_t)T * E * sizeof *h);
+    for (int i = 0; i < T * E; i++) h[i] = tu_rng_uniform(&rng) * 2.0f - 1.0f;
+    assert_true(nx_mtp_forward(mf, T, tok, pos, seq, h, lg, &err));
+    assert_true(nx_mtp_forward(mr, T, tok, pos, seq, h, lg, &err));
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        const float *a = nx_mtp_logits(mf, t), *b = nx_mtp_logits(mr, t);
+        if (!lg[t]) {
+            assert_null(b);
+            continue;
+        }
+        assert_non_null(a);
+        assert_non_null(b);
+        for (int k = 0; k < K; k++) {
+            double d = fabs((double)a[ids[k]] - b[k]) / (1e-3 + fabs((double)a[ids[k]]));
+            worst = d > worst ? d : worst;
+        }
+        /* the exported hidden (hout) does not depend on the head */
+        assert_memory_equal(nx_mtp_hidden(mf) + (size_t)t * E, nx_mtp_hidden(mr) + (size_t)t * E, (size_t)E * sizeof(float));
+    }
+    printf("draft vocabulary head: %d of %d tokens, worst relative logit difference %.2e\n", K, V, worst);
+    assert_true(worst < 1e-5);
+    free(h);
+    nx_mtp_free(mf);
+    nx_mtp_free(mr);
+    nx_mtp_head_free(red);
+}
+
+typedef struct trace {
+    int32_t tok[64], n_tok;
+    int32_t drafts[512], n_drafts;
+    int32_t in_vocab_misses; /* drafts outside the draft vocabulary */
+} trace;
+
+/* One sequence, 24 tokens, always N drafts: the emitted tokens and every step's drafts. */
+static void run_trace(fixture *f, const nx_mtp_head *head, const int32_t *prompt, int32_t n_prompt,
+                      const nx_sampler_params *smp, int N, const bool *vocab, trace *tr) {
+    enum { G = 24 };
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 48;
+    cp.n_snapshots = N;
+    nx_ctx *c;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, head, 48, 1, NX_KV_F16, f->pool, &err));
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = N;
+    sp.adaptive = false;
+    sp.sampling = *smp;
+    nx_spec *s;
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    memset(tr, 0, sizeof *tr);
+    int32_t first, out[17], n_out, max_out;
+    if (!nx_spec_prefill(s, 1, &prompt, &n_prompt, &first, &err)) fail_msg("%s", err.msg);
+    tr->tok[tr->n_tok++] = first;
+    while (tr->n_tok < G) {
+        max_out = G - tr->n_tok;
+        if (!nx_spec_step(s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
+        const int32_t *d;
+        int32_t nd = nx_spec_last_drafts(s, 0, &d);
+        for (int j = 0; j < nd; j++) {
+            tr->drafts[tr->n_drafts++] = d[j];
+            if (vocab && !vocab[d[j]]) tr->in_vocab_misses++;
+        }
+        tr->drafts[tr->n_drafts++] = -1; /* step separator */
+        for (int j = 0; j < n_out; j++) tr->tok[tr->n_tok++] = out[j];
+    }
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
+/* K = the whole vocabulary in a random order: the drafts (greedy and sampled with the same
+ * seed) must be exactly those of the unrestricted head, so every id maps back correctly. */
+static void test_draft_vocab_permuted_whole(void **state) {
+    fixture *f = *state;
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    tu_rng rng;
+    tu_rng_seed(&rng, 505);
+    int32_t *ids = malloc((size_t)V * sizeof *ids);
+    random_ids(&rng, V, V, ids);
+    nx_mtp_head *perm = head_with_vocab(f, ids, V);
+    nx_sampler_params smps[2] = {nx_sampler_greedy_params(), nx_sampler_default_params()};
+    smps[1].temp = 1.5f;
+    smps[1].seed = 8;
+    trace a, b;
+    int64_t drafts = 0;
+    for (int k = 0; k < 2; k++)
+        for (int pi = 0; pi < N_PROMPTS; pi += 20) {
+            run_trace(f, f->head, f->prompt[pi], f->n_prompt[pi], &smps[k], 3, NULL, &a);
+            run_trace(f, perm, f->prompt[pi], f->n_prompt[pi], &smps[k], 3, NULL, &b);
+            assert_int_equal(a.n_drafts, b.n_drafts);
+            assert_memory_equal(a.drafts, b.drafts, (size_t)a.n_drafts * sizeof(int32_t));
+            assert_int_equal(a.n_tok, b.n_tok);
+            assert_memory_equal(a.tok, b.tok, (size_t)a.n_tok * sizeof(int32_t));
+            drafts += a.n_drafts;
+        }
+    printf("draft vocabulary = whole vocabulary permuted: %lld drafts identical\n", (long long)drafts);
+    nx_mtp_head_free(perm);
+    free(ids);
+}
+
+/* K < V: greedy output still equals plain greedy decoding, and no draft lies outside the K
+ * tokens; a K-token head proposes other drafts than the whole head at least once. */
+static void test_draft_vocab_subset_greedy(void **state) {
+    fixture *f = *state;
+    enum { K = 60 };
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    tu_rng rng;
+    tu_rng_seed(&rng, 606);
+    int32_t ids[K];
+    random_ids(&rng, V, K, ids);
+    bool *in = calloc((size_t)V, sizeof *in);
+    for (int k = 0; k < K; k++) in[ids[k]] = true;
+    nx_mtp_head *red = head_with_vocab(f, ids, K);
+    nx_sampler_params g = nx_sampler_greedy_params();
+    int64_t drafts = 0, differ = 0;
+    for (int pi = 0; pi < N_PROMPTS; pi += 10) {
+        trace a, b;
+        run_trace(f, red, f->prompt[pi], f->n_prompt[pi], &g, 3, in, &b);
+        run_trace(f, f->head, f->prompt[pi], f->n_prompt[pi], &g, 3, NULL, &a);
+        assert_int_equal(b.in_vocab_misses, 0);
+        for (int j = 0; j <= GEN; j++)
+            if (b.tok[j] != f->plain[pi][f->n_prompt[pi] + j])
+                fail_msg("prompt %d: token %d is %d with --draft-vocab %d, plain greedy %d", pi, j, b.tok[j], K,
+                         f->plain[pi][f->n_prompt[pi] + j]);
+        assert_memory_equal(a.tok, b.tok, (size_t)a.n_tok * sizeof(int32_t));
+        differ += a.n_drafts != b.n_drafts || memcmp(a.drafts, b.drafts, (size_t)a.n_drafts * sizeof(int32_t)) != 0;
+        drafts += b.n_drafts;
+    }
+    printf("draft vocabulary %d of %d: greedy == plain on 20 prompts, %lld draft trace entries, %lld runs with other drafts "
+           "than the whole head\n", K, V, (long long)drafts, (long long)differ);
+    assert_true(differ > 0);
+    nx_mtp_head_free(red);
+    free(in);
+}
+
+/* (c) with a reduced draft vocabulary: q is 0 outside the K tokens, the output must still follow
+ * the target distribution.  K = the lower half of the ids (the no-file fallback). */
+static void test_draft_vocab_sampling_end_to_end(void **state) {
+    fixture *f = *state;
+    const int32_t V = (int32_t)f->model.hp.n_vocab, K = V / 2;
+    int32_t *ids = malloc((size_t)K * sizeof *ids);
+    nx_err err;
+    assert_true(nx_draft_vocab_select(NULL, (uint32_t)V, 0, K, ids, &err));
+    for (int32_t k = 0; k < K; k++) assert_int_equal(ids[k], k);
+    nx_mtp_head *red = head_with_vocab(f, ids, K);
+    spec_sampling_pit(f, red, "draft vocabulary = lower half");
+    nx_mtp_head_free(red);
+    free(ids);
+}
+
+static void test_draft_vocab_bad(void **state) {
+    fixture *f = *state;
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    nx_err err;
+    int32_t ids[3] = {1, 2, 3};
+    char notice[128];
+    nx_mtp_head *h;
+    assert_true(nx_mtp_head_open(&h, &f->model, NULL, NULL, notice, sizeof notice, &err));
+    assert_false(nx_mtp_head_set_draft_vocab(h, ids, V + 1, &err));
+    assert_non_null(strstr(err.msg, "--draft-vocab"));
+    ids[2] = V;
+    assert_false(nx_mtp_head_set_draft_vocab(h, ids, 3, &err));
+    assert_non_null(strstr(err.msg, "out of range"));
+    ids[2] = 1;
+    assert_false(nx_mtp_head_set_draft_vocab(h, ids, 3, &err));
+    assert_non_null(strstr(err.msg, "twice"));
+    assert_int_equal(h->n_draft_vocab, 0);
+    int32_t *sel = malloc((size_t)(V + 1) * sizeof *sel);
+    assert_false(nx_draft_vocab_select(NULL, (uint32_t)V, 0, V + 1, sel, &err));
+    assert_non_null(strstr(err.msg, "out of range"));
+    assert_false(nx_draft_vocab_select(NULL, (uint32_t)V, 0, 0, sel, &err));
+    free(sel);
+    nx_mtp_head_free(h);
+}
+
 static void test_bad_params(void **state) {
     fixture *f = *state;
     nx_err err;
@@ -478,6 +706,11 @@ int main(void) {
         cmocka_unit_test(test_cost_model_falls_back),
         cmocka_unit_test(test_driver_without_mtp),
         cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_draft_vocab_head_logits),
+        cmocka_unit_test(test_draft_vocab_permuted_whole),
+        cmocka_unit_test(test_draft_vocab_subset_greedy),
+        cmocka_unit_test(test_draft_vocab_sampling_end_to_end),
+        cmocka_unit_test(test_draft_vocab_bad),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
