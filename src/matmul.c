@@ -8,10 +8,15 @@
  *     rows, each weight row is dotted against the whole tile by the multi-row kernel: a weight
  *     block is decoded once per tile, and the OUT_BLOCK weight rows (a few tens of KB) stay
  *     in L2 while the tiles of a large T go by.
+ * From NX_GEMM_MIN_T rows on, types with a GEMM kernel (q8_0, q4_K, q5_K, q6_K with AVX-512)
+ * take the register-blocked path of gemm.h instead of step 2; it is bit-identical to the
+ * vec-dot kernels, so the batch size never changes a result.
  * The result does not depend on the thread count: every output element is one kernel call
  * over the same inputs.
  */
 #include "matmul.h"
+
+#include "gemm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +113,12 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
     nx_vec_dot_fn dot = nx_vec_dot_for(w->type, nx_cpu_isa());
     if (!dot) return nx_fail(err, "matmul: type %s has no dot kernel", t->name);
 
+    /* large batches: the register-blocked GEMM (bit-identical to the vec-dot kernels, gemm.h) */
+    const nx_gemm_ops *gemm = T >= NX_GEMM_MIN_T ? nx_gemm_ops_for(w->type, nx_cpu_isa()) : NULL;
+    const size_t gemm_bytes = gemm ? nx_gemm_scratch_bytes(gemm, w->in, T, nx_pool_size(pool)) : 0;
+
     const char *xq;
-    size_t xrow;
+    size_t xrow, xbytes = 0;
     if (t->vec_dot_type == NX_TYPE_F32) {
         xq = (const char *)x;
         xrow = (size_t)w->in * sizeof(float);
@@ -118,13 +127,21 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
         uint64_t bytes;
         if (!nx_mul_ok(xrow, (uint64_t)T, &bytes) || bytes > SIZE_MAX)
             return nx_fail(err, "matmul: %lld activation rows overflow the scratch size", (long long)T);
-        if (!scratch_reserve(scratch, (size_t)bytes, err)) return false;
+        xbytes = ((size_t)bytes + 63) & ~(size_t)63;
+        if (xbytes + gemm_bytes < xbytes)
+            return nx_fail(err, "matmul: %lld activation rows overflow the scratch size", (long long)T);
+        if (!scratch_reserve(scratch, xbytes + gemm_bytes, err)) return false;
         struct convert_ctx cc = {x, w->in, scratch->buf, xrow, nx_type_get(t->vec_dot_type)->from_float};
         /* converting a row costs about as much as streaming a few KB: split only for batches */
         nx_parallel_for(pool, T, 4, convert_rows, &cc);
         xq = scratch->buf;
     }
 
+    if (gemm) {
+        if (xbytes == 0 && !scratch_reserve(scratch, gemm_bytes, err)) return false;
+        nx_gemm(pool, gemm, w, xq, xrow, T, y, (char *)scratch->buf + xbytes);
+        return true;
+    }
     struct rows_ctx rc = {w, xq, xrow, T, y, dot};
     nx_parallel_for(pool, w->out, OUT_GRAIN, matmul_rows, &rc);
     return true;

@@ -13,6 +13,8 @@
 #include "threads.h"
 
 #define NX_MATMUL_ROW_TILE 8
+/* From this many activation rows on, types with a GEMM kernel (gemm.h) use it. */
+#define NX_GEMM_MIN_T 16
 
 typedef struct nx_weight {
     const void *data;   /* row-major rows of `in` elements in `type` */

@@ -1,0 +1,284 @@
+/* gemm_avx512.c - AVX-512 VNNI micro-kernels of the GEMM path (see gemm.h) for q8_0 (against
+ * q8_0 activations) and q4_K, q5_K, q6_K (against q8_K activations).
+ *
+ * Bit-identity with the vec-dot kernels (quant_avx512.c, quant_kquant_avx512.c).  Each output
+ * element is accumulated exactly like the 1-row kernel does it:
+ *  - q8_0: per 32-element block b, the 8 int32 lanes of the block's dot (lane l = bytes 4l..4l+3)
+ *    are converted to float and fmadd-ed with scale dw_b * dy_b into acc0 (even b) or acc1 (odd b);
+ *    result hsum256(acc0 + acc1).  Here one zmm holds [acc0 | acc1] and a step covers blocks
+ *    (2s, 2s+1); an odd last block only updates the lower half (masked fmadd).  The integer lanes
+ *    are formed differently (weights biased to unsigned w + 128, activations signed, the bias
+ *    removed by starting the lane at -128 * sum of its 4 activation bytes), but integer sums are
+ *    exact, so the lane values are the same.
+ *  - q4_K / q5_K: per super-block, 16 int32 lanes (maddubs + dpwssd with the sub-block scales,
+ *    summed over the 4 groups) -> float -> fmadd with d * a.d into acc; the mins term
+ *    madd(bsums, m16) -> float -> fmadd with dmin * a.d into macc; result
+ *    reduce_add(acc) - hsum256(macc).
+ *  - q6_K: the same 16 lanes minus 32 * madd(bsums, scales) in the lower 8, -> fmadd with
+ *    d * a.d; result reduce_add(acc).
+ * If one of those kernels changes its float operations, the matching kernel here must follow
+ * (tests/test_gemm.c compares them bit for bit).
+ *
+ * Panels are packed with plain scalar code: a panel is packed once per (activation block,
+ * weight chunk) and then used for a whole activation block, so packing is ~1 % of the work.
+ */
+#include "gemm.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_impl.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+static inline float hsum256(__m256 v) { /* same reduction order as quant_avx512_common.h */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- q8_0 ------------------------------------------------------------------------------------
+ * Packed activation row, per step s (blocks 2s, 2s+1; a missing odd block is zero):
+ *   int8  y[64]     the codes of both blocks
+ *   int32 negc[16]  -128 * (sum of the 4 codes of each dpbusd lane)
+ *   float dy[16]    8 x scale of block 2s, 8 x scale of block 2s+1
+ * Panel, per step, per weight row m: uint8 wu[64] = code + 128 (code ^ 0x80), float dw[16]. */
+#define Q8_MR 4
+#define Q8_NR 4
+#define Q8_ACT_STEP 192
+#define Q8_W_STEP 128
+
+static int64_t q8_steps(int64_t n) { return (n / NX_QK + 1) / 2; }
+
+static size_t q8_0_act_row_bytes(int64_t n) { return (size_t)q8_steps(n) * Q8_ACT_STEP; }
+
+static void q8_0_pack_act(const void *xq, void *xp, int64_t n) {
+    const nx_block_q8_0 *x = xq;
+    const int64_t nb = n / NX_QK, steps = q8_steps(n);
+    for (int64_t s = 0; s < steps; s++) {
+        char *p = (char *)xp + (size_t)s * Q8_ACT_STEP;
+        int8_t *y = (int8_t *)p;
+        int32_t negc[16];
+        float dy[16];
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = 2 * s + h;
+            if (b < nb) memcpy(y + 32 * h, x[b].qs, 32);
+            else memset(y + 32 * h, 0, 32);
+            const float d = b < nb ? nx_f16_to_f32(x[b].d) : 0.0f;
+            for (int l = 0; l < 8; l++) dy[8 * h + l] = d;
+        }
+        for (int l = 0; l < 16; l++) negc[l] = -128 * (y[4 * l] + y[4 * l + 1] + y[4 * l + 2] + y[4 * l + 3]);
+        memcpy(p + 64, negc, 64);
+        memcpy(p + 128, dy, 64);
+    }
+}
+
+static size_t q8_0_panel_bytes(int64_t n) { return (size_t)q8_steps(n) * Q8_MR * Q8_W_STEP; }
+
+static void q8_0_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
+    const int64_t nb = n / NX_QK, steps = q8_steps(n);
+    for (int64_t s = 0; s < steps; s++)
+        for (int m = 0; m < Q8_MR; m++) {
+            char *p = (char *)panel + ((size_t)s * Q8_MR + (size_t)m) * Q8_W_STEP;
+            uint8_t *wu = (uint8_t *)p;
+            float dw[16];
+            const nx_block_q8_0 *wr = (const nx_block_q8_0 *)((const char *)w + (size_t)m * row_bytes);
+            for (int h = 0; h < 2; h++) {
+                const int64_t b = 2 * s + h;
+                const bool have = m < rows && b < nb;
+                for (int i = 0; i < 32; i++) wu[32 * h + i] = have ? (uint8_t)wr[b].qs[i] ^ 0x80u : 0x80u;
+                const float d = have ? nx_f16_to_f32(wr[b].d) : 0.0f;
+                for (int l = 0; l < 8; l++) dw[8 * h + l] = d;
+            }
+            memcpy(p + 64, dw, 64);
+        }
+}
+
+static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float *out) {
+    const int64_t nb = n / NX_QK, steps = q8_steps(n);
+    __m512 acc[Q8_MR][Q8_NR];
+    for (int m = 0; m < Q8_MR; m++)
+        for (int r = 0; r < Q8_NR; r++) acc[m][r] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < steps; s++) {
+        const char *p = (const char *)panel + (size_t)s * Q8_MR * Q8_W_STEP;
+        /* an odd last block: only the lower half (acc0) takes part */
+        const __mmask16 k = (nb & 1) && s == steps - 1 ? 0x00FF : 0xFFFF;
+        __m512i wu[Q8_MR];
+        __m512 dw[Q8_MR];
+        for (int m = 0; m < Q8_MR; m++) {
+            wu[m] = _mm512_load_si512(p + m * Q8_W_STEP);
+            dw[m] = _mm512_load_ps(p + m * Q8_W_STEP + 64);
+        }
+        for (int r = 0; r < Q8_NR; r++) {
+            const char *a = (const char *)x[r] + (size_t)s * Q8_ACT_STEP;
+            const __m512i y = _mm512_load_si512(a), negc = _mm512_load_si512(a + 64);
+            const __m512 dy = _mm512_load_ps(a + 128);
+            for (int m = 0; m < Q8_MR; m++) {
+                const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(negc, wu[m], y));
+                acc[m][r] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(dw[m], dy), f, acc[m][r], k);
+            }
+        }
+    }
+    for (int r = 0; r < Q8_NR; r++)
+        for (int m = 0; m < Q8_MR; m++)
+            out[r * Q8_MR + m] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[m][r]),
+                                                       _mm512_extractf32x8_ps(acc[m][r], 1)));
+}
+
+static const nx_gemm_ops q8_0_ops = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_pack_act,
+                                     q8_0_panel_bytes, q8_0_pack_panel, q8_0_tile};
+
+/* ---- K formats ---------------------------------------------------------------------------------
+ * Activations are q8_K rows as matmul converted them.  Panel, per super-block, per weight row m
+ * (KW_BYTES each):
+ *   uint8 q[4][64]    codes of group g: bytes 0..31 = sub-block 2g, 32..63 = 2g+1 (q4_K/q5_K);
+ *                     q6_K: see pack_q6 (the order of quant_kquant_avx512.c)
+ *   int16 sc[4][32]   the scale of the sub-block each int16 maddubs lane belongs to
+ *   int16 m16[16]     q4_K/q5_K: min of the sub-block of bsums lane k (k/2); q6_K: the 16 scales
+ *   float d, dmin */
+#define K_MR 2
+#define K_NR 4
+#define KW_BYTES 576
+#define KW_SC 256
+#define KW_M 512
+#define KW_D 544
+
+static size_t k_panel_bytes(int64_t n) { return (size_t)(n / NX_QK_K) * K_MR * KW_BYTES; }
+
+static void pack_k4(bool five, const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
+    const int64_t nb = n / NX_QK_K;
+    for (int64_t ib = 0; ib < nb; ib++)
+        for (int m = 0; m < K_MR; m++) {
+            char *p = (char *)panel + ((size_t)ib * K_MR + (size_t)m) * KW_BYTES;
+            memset(p, 0, KW_BYTES);
+            if (m >= rows) continue;
+            const char *wr = (const char *)w + (size_t)m * row_bytes;
+            const uint8_t *scales, *qs, *qh = NULL;
+            uint16_t d, dmin;
+            if (five) {
+                const nx_block_q5_K *b = (const nx_block_q5_K *)wr + ib;
+                scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
+            } else {
+                const nx_block_q4_K *b = (const nx_block_q4_K *)wr + ib;
+                scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
+            }
+            uint8_t sc[8], mn[8];
+            nx_k4_unpack_scales(scales, sc, mn);
+            uint8_t *q = (uint8_t *)p;
+            int16_t scl[4][32], m16[16];
+            for (int g = 0; g < 4; g++)
+                for (int l = 0; l < 32; l++) {
+                    uint8_t lo = qs[32 * g + l] & 0x0F, hi = qs[32 * g + l] >> 4;
+                    if (five) {
+                        lo += (uint8_t)(((qh[l] >> (2 * g)) & 1) << 4);
+                        hi += (uint8_t)(((qh[l] >> (2 * g + 1)) & 1) << 4);
+                    }
+                    q[64 * g + l] = lo;
+                    q[64 * g + 32 + l] = hi;
+                    scl[g][l / 16 * 16 + l % 16] = sc[2 * g + l / 16];
+                }
+            for (int k = 0; k < 16; k++) m16[k] = mn[k / 2];
+            memcpy(p + KW_SC, scl, sizeof scl);
+            memcpy(p + KW_M, m16, sizeof m16);
+            const float df[2] = {nx_f16_to_f32(d), nx_f16_to_f32(dmin)};
+            memcpy(p + KW_D, df, sizeof df);
+        }
+}
+
+static void q4_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
+    pack_k4(false, w, row_bytes, rows, n, panel);
+}
+static void q5_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
+    pack_k4(true, w, row_bytes, rows, n, panel);
+}
+
+static void q6_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
+    const int64_t nb = n / NX_QK_K;
+    for (int64_t ib = 0; ib < nb; ib++)
+        for (int m = 0; m < K_MR; m++) {
+            char *p = (char *)panel + ((size_t)ib * K_MR + (size_t)m) * KW_BYTES;
+            memset(p, 0, KW_BYTES);
+            if (m >= rows) continue;
+            const nx_block_q6_K *b = (const nx_block_q6_K *)((const char *)w + (size_t)m * row_bytes) + ib;
+            uint8_t *q = (uint8_t *)p;
+            /* zmm 2h: bytes 0..31 = low nibble of ql[64h + l] | qh bits 0..1 << 4, bytes 32..63 =
+             * low nibble of ql[64h + 32 + l] | qh bits 2..3 << 4; zmm 2h+1: the high nibbles with
+             * qh bits 4..5 / 6..7 (qh = qh[32h + l]) */
+            for (int h = 0; h < 2; h++)
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t ql0 = b->ql[64 * h + l], ql1 = b->ql[64 * h + 32 + l], qh = b->qh[32 * h + l];
+                    q[64 * (2 * h) + l] = (uint8_t)((ql0 & 0x0F) | ((qh & 3) << 4));
+                    q[64 * (2 * h) + 32 + l] = (uint8_t)((ql1 & 0x0F) | (((qh >> 2) & 3) << 4));
+                    q[64 * (2 * h + 1) + l] = (uint8_t)((ql0 >> 4) | (((qh >> 4) & 3) << 4));
+                    q[64 * (2 * h + 1) + 32 + l] = (uint8_t)((ql1 >> 4) | (((qh >> 6) & 3) << 4));
+                }
+            int16_t scl[4][32], s16[16];
+            for (int z = 0; z < 4; z++)
+                for (int l = 0; l < 32; l++) scl[z][l] = b->scales[4 * z + l / 8]; /* lanes 8j.. -> 4z + j */
+            for (int k = 0; k < 16; k++) s16[k] = b->scales[k];
+            memcpy(p + KW_SC, scl, sizeof scl);
+            memcpy(p + KW_M, s16, sizeof s16);
+            const float df[2] = {nx_f16_to_f32(b->d), 0.0f};
+            memcpy(p + KW_D, df, sizeof df);
+        }
+}
+
+/* six: q6_K (offset correction, no mins) rather than q4_K/q5_K */
+ALWAYS_INLINE void k_tile(bool six, int64_t n, const void *panel, const void *const *x, float *out) {
+    const int64_t nb = n / NX_QK_K;
+    __m512 acc[K_MR][K_NR];
+    __m256 macc[K_MR][K_NR];
+    for (int m = 0; m < K_MR; m++)
+        for (int r = 0; r < K_NR; r++) {
+            acc[m][r] = _mm512_setzero_ps();
+            macc[m][r] = _mm256_setzero_ps();
+        }
+    for (int64_t ib = 0; ib < nb; ib++) {
+        for (int m = 0; m < K_MR; m++) {
+            const char *p = (const char *)panel + ((size_t)ib * K_MR + (size_t)m) * KW_BYTES;
+            float df[2];
+            memcpy(df, p + KW_D, sizeof df);
+            const __m256i m16 = _mm256_load_si256((const __m256i *)(p + KW_M));
+            for (int r = 0; r < K_NR; r++) {
+                const nx_block_q8_K *a = (const nx_block_q8_K *)x[r] + ib;
+                __m512i s = _mm512_setzero_si512();
+                for (int g = 0; g < 4; g++) {
+                    const __m512i prod = _mm512_maddubs_epi16(_mm512_load_si512(p + 64 * g),
+                                                              _mm512_loadu_si512(a->qs + 64 * g));
+                    s = _mm512_dpwssd_epi32(s, prod, _mm512_load_si512(p + KW_SC + 64 * g));
+                }
+                const __m256i bm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), m16);
+                if (six) s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(bm, 5)));
+                acc[m][r] = _mm512_fmadd_ps(_mm512_set1_ps(df[0] * a->d), _mm512_cvtepi32_ps(s), acc[m][r]);
+                if (!six)
+                    macc[m][r] = _mm256_fmadd_ps(_mm256_set1_ps(df[1] * a->d), _mm256_cvtepi32_ps(bm), macc[m][r]);
+            }
+        }
+    }
+    for (int r = 0; r < K_NR; r++)
+        for (int m = 0; m < K_MR; m++)
+            out[r * K_MR + m] = six ? _mm512_reduce_add_ps(acc[m][r])
+                                    : _mm512_reduce_add_ps(acc[m][r]) - hsum256(macc[m][r]);
+}
+
+static void k4_tile(int64_t n, const void *panel, const void *const *x, float *out) {
+    k_tile(false, n, panel, x, out);
+}
+static void q6_tile(int64_t n, const void *panel, const void *const *x, float *out) {
+    k_tile(true, n, panel, x, out);
+}
+
+static const nx_gemm_ops q4_K_ops = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q4_K_pack_panel, k4_tile};
+static const nx_gemm_ops q5_K_ops = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q5_K_pack_panel, k4_tile};
+static const nx_gemm_ops q6_K_ops = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q6_K_pack_panel, q6_tile};
+
+const nx_gemm_ops *nx_gemm_ops_avx512(uint32_t type) {
+    switch (type) {
+    case NX_TYPE_Q8_0: return &q8_0_ops;
+    case NX_TYPE_Q4_K: return &q4_K_ops;
+    case NX_TYPE_Q5_K: return &q5_K_ops;
+    case NX_TYPE_Q6_K: return &q6_K_ops;
+    default: return NULL;
+    }
+}
