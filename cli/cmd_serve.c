@@ -1,0 +1,102 @@
+/* cmd_serve.c - `nextn serve`: the OpenAI-compatible HTTP server (src/server/server.h).
+ *
+ * The main thread blocks SIGINT/SIGTERM before any other thread exists, starts the server and
+ * waits for one of them with sigwait(); then it stops the server (unfinished requests get an
+ * error) and exits 0. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "server/server.h"
+
+#define CMD "serve"
+
+int cmd_serve(int argc, char **argv) {
+    const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *chat_format = NULL;
+    int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
+    int32_t max_body_mb = 16;
+    int kv_choice = 0, spec_choice = 0;
+    bool no_think = false, no_adaptive = false;
+    uint64_t seed = 0;
+    nextn_sampler_params sp = nextn_sampler_default_params();
+    nextn_spec_params spec = nextn_spec_default_params();
+    static const char *const kv_types[] = {"f16", "f32", NULL};
+    static const char *const spec_types[] = {"none", "mtp", NULL};
+    nx_arg args[] = {
+        {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
+        {"--host", NULL, NX_ARG_STRING, &host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)", 0, 0, NULL, false},
+        {"--port", NULL, NX_ARG_INT, &port, "N", "port, 0 = any free one (default 8080)", 0, 65535, NULL, false},
+        {"--parallel", "-np", NX_ARG_INT, &n_slots, "N", "requests decoded together (slots, default 1)", 1, 256, NULL, false},
+        {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "positions per slot: prompt + generation (default 4096)", 2, 1 << 24, NULL, false},
+        {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call at most (default 512)", 1, 1 << 16, NULL, false},
+        {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
+        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "default max_tokens, -1 until EOG or a full slot (default -1)", -1, 1e9, NULL, false},
+        {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "default temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
+        {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "default top-k, 0 off (default 40)", 0, 1e9, NULL, false},
+        {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "default top-p (default 0.95)", 0, 1, NULL, false},
+        {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "default min-p (default 0.05)", 0, 1, NULL, false},
+        {"--seed", "-s", NX_ARG_U64, &seed, "N", "default sampling seed (default: from the clock)", 0, 0, NULL, false},
+        {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on /v1/*", 0, 0, NULL, false},
+        {"--alias", "-a", NX_ARG_STRING, &alias, "NAME", "model name reported by the API (default: the file name)", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
+        {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
+        {"--max-queue", NULL, NX_ARG_INT, &max_queue, "N", "requests waiting for a slot at most (default 64)", 1, 1 << 20, NULL, false},
+        {"--max-body", NULL, NX_ARG_INT, &max_body_mb, "MB", "request body size limit (default 16)", 1, 4096, NULL, false},
+        {"--spec", NULL, NX_ARG_CHOICE, &spec_choice, "none|mtp", "speculative decoding with the MTP head (default none)", 0, 0, spec_types, false},
+        {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
+        {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
+        {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
+    };
+    const size_t n_args = NX_ARGS_LEN(args);
+    int rc = nx_args_parse(CMD, "-m FILE [--host ADDR] [--port N] [-np N] [-c N] [options]", args, n_args, argc, argv);
+    if (rc == NX_ARGS_HELP) return 0;
+    if (rc != NX_ARGS_OK) return 2;
+    if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
+    sp.seed = nx_args_find(args, n_args, "--seed")->seen ? seed : (uint64_t)time(NULL);
+    spec.adaptive = !no_adaptive;
+
+    /* before any thread exists, so that every thread inherits the blocked mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client closing its socket must not kill the server */
+
+    nextn_model *model = NULL;
+    if (!nx_cli_load_model(CMD, model_path, spec_choice == 1, &model)) return 1;
+    const char *base = strrchr(model_path, '/');
+    nx_server_params p = {
+        .host = host,
+        .port = port,
+        .api_key = api_key,
+        .model_name = alias ? alias : base ? base + 1 : model_path,
+        .chat_format = chat_format,
+        .max_body = (size_t)max_body_mb << 20,
+        .engine = {.n_slots = n_slots, .n_ctx = n_ctx, .n_batch = n_batch, .n_threads = n_threads,
+                   .kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16, .max_queue = max_queue,
+                   .spec = spec_choice == 1, .spec_params = spec},
+        .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think},
+    };
+    nx_server *server = NULL;
+    nx_err err;
+    if (!nx_server_start(&server, model, &p, &err)) {
+        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nextn_model_free(model);
+        return 1;
+    }
+    fprintf(stderr, "nextn %s: listening on http://%s:%d  (model %s, %d slot%s x %d tokens%s)\n", CMD, host,
+            nx_server_port(server), p.model_name, n_slots, n_slots == 1 ? "" : "s", n_ctx,
+            p.engine.spec ? ", speculative mtp" : "");
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "nextn %s: %s received, shutting down\n", CMD, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    nx_server_stop(server);
+    nextn_model_free(model);
+    return 0;
+}

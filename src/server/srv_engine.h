@@ -1,0 +1,52 @@
+/* srv_engine.h - the decoding engine behind `nextn serve`: one thread, n_slots parallel
+ * sequences, continuous batching.
+ *
+ * Plain mode: one nextn_context with one sequence per slot.  Every iteration builds one batch
+ * from all busy slots - one row per generating slot plus prompt chunks of newly admitted slots
+ * (at most n_batch rows in all) - decodes it, and samples the next token of every slot that
+ * needs one.  Requests wait in a FIFO queue while all slots are busy.
+ * Speculative mode (--spec mtp): each admitted request gets its own nextn_spec (MTP draft +
+ * one-batch verification, exact) and the engine steps the busy slots in turn.
+ *
+ * Threading: the engine thread owns every nextn object it creates; other threads only call
+ * submit / load / stop, which take the engine's mutex, and talk to requests through their own
+ * mutex (srv_request.h).
+ */
+#ifndef NX_SRV_ENGINE_H
+#define NX_SRV_ENGINE_H
+
+#include "common.h"
+#include "nextn.h"
+#include "srv_request.h"
+
+typedef struct nx_srv_engine_params {
+    int32_t n_slots;        /* parallel sequences (>= 1) */
+    int32_t n_ctx;          /* positions per slot */
+    int32_t n_batch;        /* rows per decode call at most */
+    int32_t n_threads;      /* <= 0: default */
+    nextn_kv_type kv_type;
+    int32_t max_queue;      /* requests waiting for a slot at most (beyond: submit fails) */
+    bool spec;              /* speculative decoding with the MTP head */
+    nextn_spec_params spec_params;
+} nx_srv_engine_params;
+
+typedef struct nx_srv_engine nx_srv_engine;
+
+/* Creates the context(s) and starts the engine thread.  The model must outlive the engine. */
+bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx_srv_engine_params *p,
+                         nx_err *err);
+/* Queues a request (takes its own reference).  Fails when the queue is full or the engine
+ * is stopping; the message says which. */
+bool nx_srv_engine_submit(nx_srv_engine *e, nx_srv_req *r, nx_err *err);
+/* Slot and queue occupancy, for /health. */
+void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued);
+/* Memory of the engine's context (plain mode; zero in speculative mode, where it is per request). */
+void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem);
+/* Stops the thread and fails every unfinished request ("server is shutting down"); later
+ * submits fail.  The engine stays allocated (other threads may still call submit / load)
+ * until nx_srv_engine_free.  NULL is allowed. */
+void nx_srv_engine_stop(nx_srv_engine *e);
+/* Frees a stopped engine (stops it first if needed).  NULL is allowed. */
+void nx_srv_engine_free(nx_srv_engine *e);
+
+#endif

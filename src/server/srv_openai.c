@@ -1,0 +1,531 @@
+/* srv_openai.c - OpenAI-compatible request parsing and response building (see srv_openai.h). */
+#include "srv_openai.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat_json.h"
+
+/* ---- request fields ---------------------------------------------------------------------- */
+
+static bool bad(int *status, int code, nx_err *err, const char *fmt, const char *field) {
+    *status = code;
+    return nx_fail(err, fmt, field);
+}
+
+/* Optional number field within [lo, hi]; absent or null leaves *out unchanged. */
+static bool get_num(const cJSON *o, const char *key, double lo, double hi, double *out, int *status, nx_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return bad(status, 400, err, "'%s' must be a number", key);
+    if (v->valuedouble < lo || v->valuedouble > hi) {
+        *status = 400;
+        return nx_fail(err, "'%s' = %g is out of range [%g, %g]", key, v->valuedouble, lo, hi);
+    }
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool get_float(const cJSON *o, const char *key, double lo, double hi, float *out, int *status, nx_err *err) {
+    double d = *out;
+    if (!get_num(o, key, lo, hi, &d, status, err)) return false;
+    *out = (float)d;
+    return true;
+}
+
+static bool get_int(const cJSON *o, const char *key, double lo, double hi, int32_t *out, int *status, nx_err *err) {
+    double d = *out;
+    if (!get_num(o, key, lo, hi, &d, status, err)) return false;
+    if (d != floor(d)) return bad(status, 400, err, "'%s' must be an integer", key);
+    *out = (int32_t)d;
+    return true;
+}
+
+static bool get_bool(const cJSON *o, const char *key, bool *out, int *status, nx_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsBool(v)) return bad(status, 400, err, "'%s' must be true or false", key);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static bool add_stop(nx_srv_req *r, const cJSON *v, int *status, nx_err *err) {
+    if (!cJSON_IsString(v)) return bad(status, 400, err, "'%s' must be a string or an array of strings", "stop");
+    if (!v->valuestring[0]) return true; /* an empty stop string never matches usefully: ignore */
+    if (r->n_stop >= NX_SRV_MAX_STOP) {
+        *status = 400;
+        return nx_fail(err, "'stop' has more than %d strings", NX_SRV_MAX_STOP);
+    }
+    if (!(r->stop[r->n_stop] = strdup(v->valuestring))) return bad(status, 500, err, "out of memory (%s)", "stop");
+    const size_t l = strlen(v->valuestring);
+    if (l > r->stop_max_len) r->stop_max_len = l;
+    r->n_stop++;
+    return true;
+}
+
+static bool parse_stop(const cJSON *o, nx_srv_req *r, int *status, nx_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "stop");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsArray(v)) return add_stop(r, v, status, err);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) if (!add_stop(r, it, status, err)) return false;
+    return true;
+}
+
+/* ---- prompts ------------------------------------------------------------------------------ */
+
+static bool tokenize_text(nextn_tokenizer *tok, const char *text, size_t len, bool parse_special, nx_srv_req *r,
+                          int *status, nx_err *err) {
+    int32_t cap = (int32_t)NX_MIN(len + 16, (size_t)INT32_MAX / 8);
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids) return bad(status, 500, err, "out of memory tokenizing the %s", "prompt");
+    int32_t n = 0;
+    nextn_error terr;
+    if (!nextn_tokenize(tok, text, len, nextn_tokenizer_add_bos(tok), parse_special, ids, cap, &n, &terr)) {
+        free(ids);
+        *status = 400;
+        return nx_fail(err, "prompt: %s", terr.msg);
+    }
+    r->prompt = ids;
+    r->n_prompt = n;
+    return true;
+}
+
+/* "prompt": a string, an array of token ids, or an array holding one string. */
+static bool parse_prompt(const cJSON *o, nextn_tokenizer *tok, int32_t n_vocab, nx_srv_req *r, int *status,
+                         nx_err *err) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (!p) return bad(status, 400, err, "missing '%s'", "prompt");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(p)) return tokenize_text(tok, p->valuestring, strlen(p->valuestring), true, r, status, err);
+    if (!cJSON_IsArray(p)) return bad(status, 400, err, "'%s' must be a string or an array of token ids", "prompt");
+    const int n = cJSON_GetArraySize(p);
+    r->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->prompt);
+    if (!r->prompt) return bad(status, 500, err, "out of memory (%s)", "prompt");
+    const cJSON *it;
+    int i = 0;
+    cJSON_ArrayForEach(it, p) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= n_vocab) {
+            *status = 400;
+            return nx_fail(err, "'prompt'[%d]: not a token id in [0, %d) (only one prompt per request is supported)",
+                           i, n_vocab);
+        }
+        r->prompt[i++] = (int32_t)it->valuedouble;
+    }
+    r->n_prompt = n;
+    return true;
+}
+
+/* A message's "content": a string, null, or an array of {"type": "text", "text": ...} parts
+ * (concatenated).  Returns a malloc'ed string in *out (NULL for null). */
+static bool message_content(const cJSON *m, int idx, char **out, int *status, nx_err *err) {
+    *out = NULL;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!c || cJSON_IsNull(c)) return true;
+    if (cJSON_IsString(c)) {
+        *out = strdup(c->valuestring);
+        return *out ? true : bad(status, 500, err, "out of memory (%s)", "messages");
+    }
+    if (!cJSON_IsArray(c)) {
+        *status = 400;
+        return nx_fail(err, "'messages'[%d].content must be a string, null or an array of text parts", idx);
+    }
+    nx_buf b = {0};
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text)) {
+            nx_buf_free(&b);
+            *status = 400;
+            return nx_fail(err, "'messages'[%d].content: only {\"type\": \"text\", \"text\": ...} parts are supported",
+                           idx);
+        }
+        if (!nx_buf_append(&b, text->valuestring, strlen(text->valuestring), err)) {
+            nx_buf_free(&b);
+            *status = 500;
+            return false;
+        }
+    }
+    *out = b.data ? b.data : strdup("");
+    return *out ? true : bad(status, 500, err, "out of memory (%s)", "messages");
+}
+
+/* Everything the rendered conversation points into; freed together. */
+typedef struct chat_parts {
+    nx_chat_msg *msgs;
+    char **owned; /* strings to free */
+    size_t n_owned, cap_owned;
+    nx_chat_tool_call *calls;
+    char **tools;
+    size_t n_tools;
+} chat_parts;
+
+static void chat_parts_free(chat_parts *cp) {
+    for (size_t i = 0; i < cp->n_owned; i++) free(cp->owned[i]);
+    free(cp->owned);
+    free(cp->msgs);
+    free(cp->calls);
+    free(cp->tools);
+}
+
+static bool keep(chat_parts *cp, char *s) {
+    if (!s) return true;
+    if (cp->n_owned == cp->cap_owned) {
+        size_t nc = cp->cap_owned ? cp->cap_owned * 2 : 16;
+        char **p = realloc(cp->owned, nc * sizeof *p);
+        if (!p) {
+            free(s);
+            return false;
+        }
+        cp->owned = p;
+        cp->cap_owned = nc;
+    }
+    cp->owned[cp->n_owned++] = s;
+    return true;
+}
+
+static char *dump_py(const cJSON *v) {
+    nx_buf b = {0};
+    nx_err e;
+    if (!nx_json_dump_py(v, &b, &e)) {
+        nx_buf_free(&b);
+        return NULL;
+    }
+    return b.data ? b.data : strdup("");
+}
+
+static bool parse_messages(const cJSON *o, chat_parts *cp, size_t *n_msgs, int *status, nx_err *err) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
+        return bad(status, 400, err, "'%s' must be a non-empty array of messages", "messages");
+    const int n = cJSON_GetArraySize(ms);
+    size_t n_calls = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ms) n_calls += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "tool_calls"));
+    cp->msgs = calloc((size_t)n, sizeof *cp->msgs);
+    cp->calls = calloc(n_calls + 1, sizeof *cp->calls);
+    if (!cp->msgs || !cp->calls) return bad(status, 500, err, "out of memory (%s)", "messages");
+    int i = 0;
+    size_t call = 0;
+    cJSON_ArrayForEach(m, ms) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
+            *status = 400;
+            return nx_fail(err, "'messages'[%d] must be an object with a string 'role'", i);
+        }
+        const char *rl = role->valuestring;
+        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant") && strcmp(rl, "tool") &&
+            strcmp(rl, "developer")) {
+            *status = 400;
+            return nx_fail(err, "'messages'[%d].role '%s' is not system, developer, user, assistant or tool", i, rl);
+        }
+        nx_chat_msg *cm = &cp->msgs[i];
+        cm->role = strcmp(rl, "developer") == 0 ? "system" : rl;
+        char *content;
+        if (!message_content(m, i, &content, status, err)) return false;
+        if (!keep(cp, content)) return bad(status, 500, err, "out of memory (%s)", "messages");
+        cm->content = content;
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+        if (cJSON_IsString(rc)) cm->reasoning_content = rc->valuestring;
+        const cJSON *tcs = cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), *tc;
+        if (tcs && !cJSON_IsArray(tcs) && !cJSON_IsNull(tcs)) {
+            *status = 400;
+            return nx_fail(err, "'messages'[%d].tool_calls must be an array", i);
+        }
+        cm->tool_calls = &cp->calls[call];
+        cJSON_ArrayForEach(tc, tcs) {
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+            const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            if (!cJSON_IsString(name)) {
+                *status = 400;
+                return nx_fail(err, "'messages'[%d].tool_calls: every call needs function.name", i);
+            }
+            cp->calls[call].name = name->valuestring;
+            if (cJSON_IsString(args)) {
+                cp->calls[call].arguments_json = args->valuestring;
+            } else if (cJSON_IsObject(args)) {
+                char *s = dump_py(args);
+                if (!s || !keep(cp, s)) return bad(status, 500, err, "out of memory (%s)", "tool_calls");
+                cp->calls[call].arguments_json = s;
+            }
+            call++;
+            cm->n_tool_calls++;
+        }
+        i++;
+    }
+    *n_msgs = (size_t)n;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(o, "tools"), *t;
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) return bad(status, 400, err, "'%s' must be an array", "tools");
+        cp->tools = calloc((size_t)cJSON_GetArraySize(tools) + 1, sizeof *cp->tools);
+        if (!cp->tools) return bad(status, 500, err, "out of memory (%s)", "tools");
+        cJSON_ArrayForEach(t, tools) {
+            char *s = dump_py(t);
+            if (!s || !keep(cp, s)) return bad(status, 500, err, "out of memory (%s)", "tools");
+            cp->tools[cp->n_tools++] = s;
+        }
+    }
+    return true;
+}
+
+static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_tokenizer *tok, nx_srv_req *r,
+                              bool *thinking, int *status, nx_err *err) {
+    if (d->chat_format == NX_CHAT_NONE)
+        return bad(status, 400, err, "%s: the model has no recognised chat template; start the server with "
+                                     "--chat-format chatml or use /v1/completions", "chat");
+    *thinking = d->enable_thinking;
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw)) {
+        if (!cJSON_IsObject(kw)) return bad(status, 400, err, "'%s' must be an object", "chat_template_kwargs");
+        if (!get_bool(kw, "enable_thinking", thinking, status, err)) return false;
+    }
+    chat_parts cp = {0};
+    size_t n_msgs = 0;
+    nx_buf text = {0};
+    bool ok = parse_messages(o, &cp, &n_msgs, status, err);
+    if (ok) {
+        nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = *thinking,
+                             .tools_json = (const char *const *)cp.tools, .n_tools = cp.n_tools};
+        ok = nx_chat_render(d->chat_format, cp.msgs, n_msgs, &opts, &text, err);
+        if (!ok) {
+            *status = 400;
+            nx_fail_prefix(err, "messages");
+        }
+    }
+    /* the rendered template's special tokens (<|im_start|> ...) are parsed as such */
+    if (ok) ok = tokenize_text(tok, text.data ? text.data : "", text.len, true, r, status, err);
+    nx_buf_free(&text);
+    chat_parts_free(&cp);
+    return ok;
+}
+
+/* ---- the whole request -------------------------------------------------------------------- */
+
+bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_defaults *d,
+                          nextn_tokenizer *tok, nx_srv_req *r, bool *thinking, int *status, nx_err *err) {
+    *thinking = false;
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!o) {
+        *status = 400;
+        const size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        return nx_fail(err, "request body is not valid JSON (error near byte %zu of %zu)", at, len);
+    }
+    bool ok = true;
+    if (!cJSON_IsObject(o)) ok = bad(status, 400, err, "request body must be a JSON %s", "object");
+
+    int32_t n_choices = 1;
+    ok = ok && get_int(o, "n", 1, 1, &n_choices, status, err);
+    r->smp = d->smp;
+    ok = ok && get_float(o, "temperature", 0, 100, &r->smp.temp, status, err) &&
+         get_float(o, "top_p", 0, 1, &r->smp.top_p, status, err) &&
+         get_int(o, "top_k", 0, 1e9, &r->smp.top_k, status, err) &&
+         get_float(o, "min_p", 0, 1, &r->smp.min_p, status, err) &&
+         get_float(o, "presence_penalty", -2, 2, &r->smp.penalty_present, status, err) &&
+         get_float(o, "frequency_penalty", -2, 2, &r->smp.penalty_freq, status, err) &&
+         get_float(o, "repeat_penalty", 0.01, 100, &r->smp.penalty_repeat, status, err) &&
+         get_int(o, "repeat_last_n", -1, 1e9, &r->smp.penalty_last_n, status, err);
+    if (ok) {
+        double seed = -1;
+        ok = get_num(o, "seed", -1, 9007199254740991.0, &seed, status, err);
+        if (ok && seed >= 0) r->smp.seed = (uint64_t)seed;
+    }
+    int32_t max_tokens = d->max_tokens;
+    /* max_completion_tokens (chat) supersedes max_tokens; n_predict is llama.cpp's name */
+    ok = ok && get_int(o, "n_predict", -1, 1e9, &max_tokens, status, err) &&
+         get_int(o, "max_tokens", -1, 1e9, &max_tokens, status, err) &&
+         get_int(o, "max_completion_tokens", -1, 1e9, &max_tokens, status, err) &&
+         get_bool(o, "stream", &r->stream, status, err) && get_bool(o, "ignore_eos", &r->ignore_eos, status, err) &&
+         parse_stop(o, r, status, err);
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
+    if (ok && so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) ok = bad(status, 400, err, "'%s' must be an object", "stream_options");
+        ok = ok && get_bool(so, "include_usage", &r->include_usage, status, err);
+    }
+    if (ok && max_tokens == 0) ok = bad(status, 400, err, "'%s' must be at least 1 (or -1: until the end)", "max_tokens");
+
+    if (ok) {
+        ok = chat ? parse_chat_prompt(o, d, tok, r, thinking, status, err)
+                  : parse_prompt(o, tok, d->n_vocab, r, status, err);
+    }
+    if (ok && r->n_prompt == 0) ok = bad(status, 400, err, "the %s is empty (no tokens)", "prompt");
+    if (ok && r->n_prompt >= d->n_ctx) {
+        *status = 400;
+        ok = nx_fail(err, "the prompt has %d tokens; a slot holds %d (prompt + generation; server option -c)",
+                     r->n_prompt, d->n_ctx);
+    }
+    if (ok) {
+        const int32_t room = d->n_ctx - r->n_prompt;
+        r->max_tokens = max_tokens < 0 || max_tokens > room ? room : max_tokens;
+        r->chat = chat;
+    }
+    cJSON_Delete(o);
+    return ok;
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+void nx_srv_split_reasoning(const char *text, size_t len, bool thinking, size_t *reasoning_len,
+                            size_t *content_off) {
+    *reasoning_len = 0;
+    *content_off = 0;
+    if (!thinking) return;
+    static const char tag[] = "</think>";
+    const size_t tl = sizeof tag - 1;
+    size_t p = 0;
+    while (p + tl <= len && memcmp(text + p, tag, tl) != 0) p++;
+    if (p + tl > len) { /* still thinking */
+        *reasoning_len = len;
+        *content_off = len;
+        return;
+    }
+    size_t rl = p;
+    while (rl > 0 && (text[rl - 1] == '\n' || text[rl - 1] == ' ')) rl--;
+    size_t c = p + tl;
+    while (c < len && text[c] == '\n') c++;
+    *reasoning_len = rl;
+    *content_off = c;
+}
+
+static double ms(double a, double b) { return a > 0 && b >= a ? (b - a) * 1e3 : 0; }
+
+static cJSON *usage_obj(const nx_srv_req *r) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
+    return u;
+}
+
+/* llama.cpp-style timings: prompt = admission to first token, predicted = the rest. */
+static cJSON *timings_obj(const nx_srv_req *r) {
+    cJSON *t = cJSON_CreateObject();
+    const double pm = ms(r->t_start, r->t_first), gm = ms(r->t_first, r->t_end);
+    cJSON_AddNumberToObject(t, "prompt_n", r->n_prompt);
+    cJSON_AddNumberToObject(t, "prompt_ms", pm);
+    cJSON_AddNumberToObject(t, "prompt_per_second", pm > 0 ? r->n_prompt / (pm / 1e3) : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", r->n_gen);
+    cJSON_AddNumberToObject(t, "predicted_ms", gm);
+    cJSON_AddNumberToObject(t, "predicted_per_second", gm > 0 && r->n_gen > 1 ? (r->n_gen - 1) / (gm / 1e3) : 0);
+    cJSON_AddNumberToObject(t, "queue_ms", ms(r->t_submit, r->t_start));
+    return t;
+}
+
+static cJSON *envelope(const nx_srv_req *r, const char *model, const char *object) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", r->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)r->created);
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "system_fingerprint", "nextn");
+    return o;
+}
+
+static char *print_free(cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* cJSON strings are NUL-terminated: copy n bytes of text into a temporary string. */
+static cJSON *str_n(const char *s, size_t n) {
+    char *tmp = malloc(n + 1);
+    if (!tmp) return NULL;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    cJSON *v = cJSON_CreateString(tmp);
+    free(tmp);
+    return v;
+}
+
+char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking) {
+    cJSON *o = envelope(r, model, r->chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    const char *text = r->text.data ? r->text.data : "";
+    if (r->chat) {
+        size_t rl, co;
+        nx_srv_split_reasoning(text, r->text.len, thinking, &rl, &co);
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddItemToObject(m, "content", str_n(text + co, r->text.len - co));
+        if (thinking) cJSON_AddItemToObject(m, "reasoning_content", str_n(text, rl));
+    } else {
+        cJSON_AddItemToObject(c, "text", str_n(text, r->text.len));
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    cJSON_AddStringToObject(c, "finish_reason", r->finish_reason ? r->finish_reason : "stop");
+    cJSON_AddItemToObject(o, "usage", usage_obj(r));
+    cJSON_AddItemToObject(o, "timings", timings_obj(r));
+    return print_free(o);
+}
+
+char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text, size_t n, bool reasoning,
+                        const char *finish_reason, bool role_chunk) {
+    cJSON *o = envelope(r, model, r->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (r->chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role_chunk) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", "");
+        } else if (!finish_reason) {
+            cJSON_AddItemToObject(d, reasoning ? "reasoning_content" : "content", str_n(text, n));
+        }
+    } else {
+        cJSON_AddItemToObject(c, "text", str_n(finish_reason ? "" : text, finish_reason ? 0 : n));
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    if (finish_reason)
+        cJSON_AddStringToObject(c, "finish_reason", finish_reason);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    if (finish_reason) cJSON_AddItemToObject(o, "timings", timings_obj(r));
+    return print_free(o);
+}
+
+char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model) {
+    cJSON *o = envelope(r, model, r->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    cJSON_AddItemToObject(o, "usage", usage_obj(r));
+    return print_free(o);
+}
+
+char *nx_srv_error_json(const char *message, int status) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddStringToObject(e, "type", status == 401   ? "authentication_error"
+                                       : status == 404 ? "not_found_error"
+                                       : status == 503 ? "unavailable_error"
+                                       : status >= 500 ? "server_error"
+                                                       : "invalid_request_error");
+    cJSON_AddNumberToObject(e, "code", status);
+    return print_free(o);
+}
+
+char *nx_srv_models_json(const char *model, int64_t created, int32_t n_ctx) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddItemToArray(data, m);
+    cJSON_AddStringToObject(m, "id", model);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)created);
+    cJSON_AddStringToObject(m, "owned_by", "nextn");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    cJSON_AddNumberToObject(meta, "n_ctx_slot", n_ctx);
+    return print_free(o);
+}

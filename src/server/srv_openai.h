@@ -1,0 +1,52 @@
+/* srv_openai.h - the OpenAI-compatible request and response formats of `nextn serve`:
+ * POST /v1/completions and /v1/chat/completions bodies in, JSON objects and server-sent-event
+ * chunks out.  Pure functions over cJSON; no I/O, no threads. */
+#ifndef NX_SRV_OPENAI_H
+#define NX_SRV_OPENAI_H
+
+#include <cjson/cJSON.h>
+
+#include "chat.h"
+#include "common.h"
+#include "nextn.h"
+#include "srv_request.h"
+
+/* What a request may leave out. */
+typedef struct nx_srv_defaults {
+    nextn_sampler_params smp;   /* server's sampling defaults (CLI flags) */
+    int32_t max_tokens;         /* when the request gives none; -1 = until EOG or a full context */
+    int32_t n_ctx;              /* positions per slot: prompt + generation must fit */
+    int32_t n_vocab;            /* token ids in a prompt array must be below this */
+    bool enable_thinking;       /* chat default (chat_template_kwargs.enable_thinking overrides) */
+    nx_chat_format chat_format; /* NX_CHAT_NONE: chat requests are refused with a clear error */
+} nx_srv_defaults;
+
+/* Parses a completions (chat false) or chat-completions body into r: prompt tokens (the
+ * tokenizer is used here - the caller serialises access to it), sampling, limits, stop strings,
+ * stream flags.  On failure *status is the HTTP status to answer (400, 413 ...) and err says
+ * which field is wrong and why. */
+bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_defaults *d,
+                          nextn_tokenizer *tok, nx_srv_req *r, bool *thinking, int *status, nx_err *err);
+
+/* Splits generated chat text into reasoning and content at the first "</think>" (when the
+ * prompt opened a think block): *reasoning_len bytes of reasoning (trailing whitespace
+ * trimmed), then content from *content_off (leading newlines skipped).  Without a closing tag
+ * everything is reasoning.  thinking false: all content. */
+void nx_srv_split_reasoning(const char *text, size_t len, bool thinking, size_t *reasoning_len,
+                            size_t *content_off);
+
+/* Response bodies (malloc'ed JSON text, NULL on out-of-memory).  r is read with r->mu held
+ * by the caller or after r->done. */
+char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking);
+/* One streamed chunk: text delta (content or reasoning), or the final chunk when
+ * finish_reason is non-NULL (empty delta), or the role-only first chunk of a chat stream. */
+char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text, size_t n, bool reasoning,
+                        const char *finish_reason, bool role_chunk);
+/* The usage-only chunk (stream_options.include_usage). */
+char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model);
+/* {"error": {"message": ..., "type": ..., "code": status}} */
+char *nx_srv_error_json(const char *message, int status);
+/* GET /v1/models */
+char *nx_srv_models_json(const char *model, int64_t created, int32_t n_ctx);
+
+#endif

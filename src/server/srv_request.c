@@ -1,0 +1,89 @@
+/* srv_request.c - request lifetime and the stop-string bookkeeping (see srv_request.h). */
+#include "srv_request.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+nx_srv_req *nx_srv_req_new(void) {
+    nx_srv_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->refs = 1;
+    r->max_tokens = 1;
+    return r;
+}
+
+void nx_srv_req_ref(nx_srv_req *r) {
+    pthread_mutex_lock(&r->mu);
+    r->refs++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void nx_srv_req_unref(nx_srv_req *r) {
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    const int left = --r->refs;
+    pthread_mutex_unlock(&r->mu);
+    if (left > 0) return;
+    free(r->prompt);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    nx_buf_free(&r->text);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* Length of the longest suffix of text[0..len) that is a proper prefix of some stop string:
+ * those bytes may still turn into a stop string and must not be released yet. */
+static size_t held_back(const nx_srv_req *r, const char *text, size_t len) {
+    size_t hold = 0;
+    for (int i = 0; i < r->n_stop; i++) {
+        const size_t sl = strlen(r->stop[i]);
+        for (size_t k = sl - 1 < len ? sl - 1 : len; k > hold; k--)
+            if (memcmp(text + len - k, r->stop[i], k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n) {
+    if (n == 0) return false;
+    const size_t old = r->text.len;
+    nx_err err;
+    if (!nx_buf_append(&r->text, s, n, &err)) {
+        nx_srv_req_finish_locked(r, NULL, "out of memory while collecting the generated text");
+        return true;
+    }
+    /* a stop string can only newly appear across the boundary: search from old - (max - 1) */
+    const size_t from = old > r->stop_max_len ? old - r->stop_max_len + 1 : 0;
+    size_t cut = SIZE_MAX;
+    for (int i = 0; i < r->n_stop; i++) {
+        const size_t sl = strlen(r->stop[i]);
+        for (size_t p = from; p + sl <= r->text.len && p < cut; p++)
+            if (memcmp(r->text.data + p, r->stop[i], sl) == 0) {
+                cut = p;
+                break;
+            }
+    }
+    if (cut != SIZE_MAX) {
+        r->text.len = cut;
+        r->text.data[cut] = '\0';
+        if (r->safe_len > cut) r->safe_len = cut; /* cannot happen: safe bytes never start a stop */
+        return true;
+    }
+    r->safe_len = r->text.len - held_back(r, r->text.data, r->text.len);
+    return false;
+}
+
+void nx_srv_req_finish_locked(nx_srv_req *r, const char *reason, const char *error) {
+    r->done = true;
+    r->finish_reason = error ? NULL : reason;
+    if (error) snprintf(r->error, sizeof r->error, "%s", error);
+    r->safe_len = r->text.len;
+    pthread_cond_broadcast(&r->cv);
+}

@@ -1,0 +1,66 @@
+/* srv_request.h - one generation request, shared between the HTTP thread that parsed it (and
+ * streams or returns its result) and the engine thread that decodes it.
+ *
+ * Ownership: reference counted.  The HTTP side creates it (1 reference), the engine takes a
+ * second one when the request is queued; each side drops its reference when done with it, and
+ * the last one frees it.  Everything under "set before submit" is immutable afterwards; the
+ * fields under "shared" are read and written only with `mu` held.  The engine appends text and
+ * broadcasts `cv`; the HTTP side waits on `cv` for new text or `done`.
+ */
+#ifndef NX_SRV_REQUEST_H
+#define NX_SRV_REQUEST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nextn.h"
+#include "tokenizer.h" /* nx_buf */
+
+#define NX_SRV_MAX_STOP 16 /* stop strings per request */
+
+typedef struct nx_srv_req {
+    /* ---- set before submit ---- */
+    int32_t *prompt;            /* prompt token ids (owned) */
+    int32_t n_prompt;
+    nextn_sampler_params smp;
+    int32_t max_tokens;         /* generated tokens at most (>= 1) */
+    bool ignore_eos;
+    char *stop[NX_SRV_MAX_STOP]; /* owned, non-empty strings */
+    int n_stop;
+    size_t stop_max_len;        /* longest stop string */
+    bool stream;
+    bool chat;                  /* chat.completion response shape */
+    bool include_usage;         /* stream_options.include_usage */
+    char id[48];                /* "cmpl-..." / "chatcmpl-..." */
+    int64_t created;            /* unix seconds */
+
+    /* ---- shared (mu) ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    nx_buf text;                /* generated text; stop strings are cut off when found */
+    size_t safe_len;            /* bytes of text that can no longer become part of a stop string */
+    int32_t n_gen;              /* tokens generated */
+    bool done;                  /* no more text will come */
+    bool cancelled;             /* the client went away: the engine drops the request */
+    const char *finish_reason;  /* "stop" or "length" once done (NULL on error) */
+    char error[256];            /* non-empty: the request failed (done is set too) */
+    double t_submit, t_start, t_first, t_end; /* nx_time_s(): queued, admitted, first token, done */
+} nx_srv_req;
+
+/* A new request with 1 reference and empty shared state; NULL on out-of-memory. */
+nx_srv_req *nx_srv_req_new(void);
+void nx_srv_req_ref(nx_srv_req *r);
+/* Drops a reference; frees the request when it was the last. */
+void nx_srv_req_unref(nx_srv_req *r);
+
+/* Engine side, with r->mu held: appends generated text and updates safe_len; when a stop
+ * string appears, cuts the text at its start and returns true (the request is then finished
+ * with reason "stop"). */
+bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n);
+/* Engine side, with r->mu held: marks the request finished (reason or error message) and
+ * releases all remaining text to the reader. */
+void nx_srv_req_finish_locked(nx_srv_req *r, const char *reason, const char *error);
+
+#endif

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# test_serve.sh - `nextn serve` on the demo model, driven by a real HTTP client (Node's fetch,
+# tests/serve_client.mjs): every answer is compared with what `nextn run` prints for the same
+# request (greedy and seeded sampling, chat), plus streaming, parallel slots, stop strings,
+# authentication, error statuses, speculative mode and a clean shutdown on SIGTERM.
+set -u
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve.XXXXXX")
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+model="$NEXTN_SRC/models/nextn-demo.gguf"
+command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
+
+# expectations from `nextn run` (plain decoding, one sequence at a time)
+run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
+prompts=("In the beginning God created" "And the LORD said unto Moses" "def main(args):" "#include <stdio.h>"
+         "The quick brown fox" "Blessed are the meek")
+{
+  echo '{"prompts": ['
+  for i in "${!prompts[@]}"; do
+    p=${prompts[$i]}; n=$((12 + 4 * i))
+    text=$(run -p "$p" -n $n --temp 0 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}  # run ends its output with a newline
+    np=$("$NEXTN" tokenize -m "$model" --ids "$p" 2>/dev/null | tr -cd '0-9, \n' | tr '\n' ' ')
+    [ "$i" -gt 0 ] && echo ','
+    node -e 'const [p,n,t,ids]=process.argv.slice(1); const a=ids.split(/[ ,]+/).filter(Boolean).map(Number);
+             process.stdout.write(JSON.stringify({prompt:p,n:+n,text:t,ids:a,n_prompt:a.length}))' "$p" "$n" "$text" "$np"
+  done
+  echo '],'
+  text=$(run -p "${prompts[0]}" -n 20 --temp 1 --seed 5 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}  # run ends its output with a newline
+  node -e 'process.stdout.write(JSON.stringify({n:20,text:process.argv[1]}))' "$text" | sed 's/^/"sampled": /'
+  echo ','
+  text=$(run -p "Who made the earth?" --chat -n 24 --temp 0 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}  # run ends its output with a newline
+  node -e 'process.stdout.write(JSON.stringify({user:"Who made the earth?",n:24,text:process.argv[1]}))' "$text" | sed 's/^/"chat": /'
+  echo '}'
+} >"$tmp/expect.json"
+check "expectations made with nextn run" 'node -e "JSON.parse(require(\"fs\").readFileSync(\"$tmp/expect.json\"))" &&
+       [ "$(node -e "const w=JSON.parse(require(\"fs\").readFileSync(\"$tmp/expect.json\"));console.log(w.prompts.every(p=>p.text.length>0&&p.n_prompt>0))")" = true ]'
+
+# start a server on a free port, wait for its "listening on" line, set $base to its URL
+start() { # log, args...
+    local log=$1; shift
+    "$NEXTN" serve -m "$model" --port 0 "$@" >/dev/null 2>"$log" &
+    pids+=($!)
+    for _ in $(seq 200); do grep -q "listening on" "$log" && break; sleep 0.1; done
+    base=$(grep -o 'http://[0-9.]*:[0-9]*' "$log")
+}
+
+start "$tmp/serve.log" -np 3 -c 512 --api-key secret --alias demo --max-body 1 -t 2
+check "server starts and prints its address" '[ -n "$base" ]'
+[ -n "$base" ] || { cat "$tmp/serve.log"; exit 1; }
+node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" full || fail=1
+
+srv=${pids[-1]}
+kill -TERM "$srv"
+for _ in $(seq 100); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
+check "SIGTERM: the server exits 0 and says so" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ] && grep -q "shutting down" "$tmp/serve.log"'
+
+start "$tmp/spec.log" -np 2 -c 512 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2
+check "speculative server starts" '[ -n "$base" ] && grep -q "speculative mtp" "$tmp/spec.log"'
+[ -n "$base" ] && { node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" spec || fail=1; }
+
+check "bad options are refused clearly" '! "$NEXTN" serve -m "$model" --host nowhere --port 0 2>"$tmp/e" && grep -q "IPv4" "$tmp/e"'
+check "a missing model is a clear error" '! "$NEXTN" serve -m "$tmp/none.gguf" 2>"$tmp/e" && grep -q "none.gguf" "$tmp/e"'
+exit $fail
