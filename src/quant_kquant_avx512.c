@@ -29,10 +29,10 @@ ALWAYS_INLINE void prefetch_ahead(const void *block, int bytes) {
  * multiplies them by the matching 6-bit scale and accumulates in int32 (one chain per row and
  * super-block: |sum| < 2^25).  The min term uses q8_K's bsums: lane k of the 16 bsums belongs
  * to sub-block k/2; madd with the mins gives 8 int32 lanes.
- * Per row and super-block the float work is: t = float(codes sum) * d, t += float(min sum) *
- * (-dmin), acc += t * dy - the vectors d / -dmin are broadcast once per super-block and dy comes
- * straight from memory as a broadcast operand, so nothing per row goes through a scalar
- * register. */
+ * Float work per row and super-block: acc += (d * dy) * float(codes sum), macc += (dmin * dy) *
+ * float(min sum); result reduce(acc) - hsum(macc).  gemm_avx512.c repeats exactly these float
+ * operations (bit-identical results whatever the batch size), so change both or neither; the
+ * integer lanes may be formed in any way (integer sums are exact). */
 
 /* permutexvar index tables into the 16 int16 {sc0..sc7, m0..m7}: lane i of group g picks
  * scale 2g + i/16; lane k of the min vector picks min k/2 */
@@ -66,7 +66,7 @@ typedef struct {
     __m512i q[4];  /* codes of the 4 groups */
     __m512i sc[4]; /* int16 scales per maddubs lane, per group */
     __m256i m16;   /* int16 min per bsums lane */
-    __m512 d, negdmin;
+    float d, dmin;
 } k4block;
 
 ALWAYS_INLINE k4block decode_k4(bool five, const void *w, int64_t ib, const __m512i *sidx, __m256i midx) {
@@ -103,12 +103,8 @@ ALWAYS_INLINE k4block decode_k4(bool five, const void *w, int64_t ib, const __m5
         b.q[g] = q;
         b.sc[g] = _mm512_permutexvar_epi16(sidx[g], scm512);
     }
-    /* d and dmin in one 32-bit load, converted together */
-    uint32_t d2;
-    memcpy(&d2, dd, 4);
-    const __m128 df = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d2));
-    b.d = _mm512_broadcastss_ps(df);
-    b.negdmin = _mm512_broadcastss_ps(_mm_sub_ps(_mm_setzero_ps(), _mm_movehdup_ps(df)));
+    b.d = f16(dd[0]);
+    b.dmin = f16(dd[1]);
     return b;
 }
 
@@ -118,9 +114,11 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
     for (int g = 0; g < 4; g++) sidx[g] = _mm512_loadu_si512(k4_scale_idx[g]);
     const __m256i midx = _mm256_loadu_si256((const __m256i *)k4_min_idx);
     __m512 acc[ROWS];
+    __m256 macc[ROWS];
     const nx_block_q8_K *xr[ROWS];
     for (int r = 0; r < nr; r++) {
         acc[r] = _mm512_setzero_ps();
+        macc[r] = _mm256_setzero_ps();
         xr[r] = act_row(x, xs, r);
     }
     for (int64_t ib = 0; ib < nb; ib++) {
@@ -133,12 +131,11 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
             s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(b.q[3], _mm512_loadu_si512(a->qs + 192)), b.sc[3]);
             __m512i s = _mm512_add_epi32(s0, s1);
             const __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), b.m16);
-            __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s), b.d);
-            t = _mm512_fmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(mm)), b.negdmin, t);
-            acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a->d), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(b.d * a->d), _mm512_cvtepi32_ps(s), acc[r]);
+            macc[r] = _mm256_fmadd_ps(_mm256_set1_ps(b.dmin * a->d), _mm256_cvtepi32_ps(mm), macc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum256(macc[r]);
 }
 
 static void k4_dot(bool five, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
@@ -172,7 +169,8 @@ void nx_dot_q5_K_avx512(int64_t n, float *out, const void *w, const void *x, siz
  * 8j..8j+7 of zmm z belong to sub-block 4z + j.
  * The -32 offset is removed with the bsums: sum sc_j (q - 32) y = sum sc_j q y - 32 sum sc_j
  * bsum_j, and the second sum is one more dpwssd of the 16 bsums (a zero-extended ymm) with
- * -32 sc_j (|32 sc_j| <= 4096 fits int16; the total stays < 2^28). */
+ * -32 sc_j (|32 sc_j| <= 4096 fits int16; the total stays < 2^28).  Float work as q4_K's
+ * without the min term (gemm_avx512.c mirrors it). */
 static const uint16_t q6_scale_idx[4][32] = {
     {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
     {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
@@ -189,7 +187,7 @@ typedef struct {
     __m512i q[4];
     __m512i sc[4];
     __m512i negsc32; /* lanes 0..15: -32 * scale_j, for the 16 bsums */
-    __m512 d;
+    float d;
 } q6block;
 
 ALWAYS_INLINE q6block decode_q6(const nx_block_q6_K *p, const __m512i *sidx) {
@@ -213,7 +211,7 @@ ALWAYS_INLINE q6block decode_q6(const nx_block_q6_K *p, const __m512i *sidx) {
     const __m512i sc = _mm512_castsi256_si512(sc16);
     for (int z = 0; z < 4; z++) b.sc[z] = _mm512_permutexvar_epi16(sidx[z], sc);
     b.negsc32 = _mm512_castsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)));
-    b.d = _mm512_set1_ps(f16(p->d));
+    b.d = f16(p->d);
     return b;
 }
 
@@ -238,8 +236,7 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
             s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(b.q[1], _mm512_loadu_si512(a->qs + 64)), b.sc[1]);
             s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(b.q[2], _mm512_loadu_si512(a->qs + 128)), b.sc[2]);
             s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(b.q[3], _mm512_loadu_si512(a->qs + 192)), b.sc[3]);
-            const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), b.d);
-            acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a->d), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(b.d * a->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[r]);
         }
     }
     for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
