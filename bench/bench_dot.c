@@ -3,7 +3,7 @@
  * For each weight type and ISA level, a matrix-vector (1 activation row) and a 4-row product
  * with a weight matrix larger than the last-level cache (default 512 MiB, rows of 4096
  * elements): on one thread the dot kernel alone over every row (activations converted
- * beforehand), on all threads the whole nx_matmul.  Also measures the plain
+ * beforehand, in the layout nx_matmul prepares for that kernel), on all threads the whole nx_matmul.  Also measures the plain
  * read bandwidth of the machine with a streaming sum over a buffer of the same size, on one
  * and on all threads, as the yardstick.  Prints the median of --runs timed runs (after one
  * warm-up run) as a markdown table.
@@ -216,12 +216,18 @@ int main(int argc, char **argv) {
             for (int T = 1; T <= 4; T += 3) {
                 /* single thread: the dot kernel alone over every weight row (activations
                  * converted beforehand), as nx_matmul's inner loop does it */
-                const nx_vec_dot_fn dot = nx_vec_dot_for(types[ti], (nx_isa)isa);
-                const nx_type_traits *ta = nx_type_get(t->vec_dot_type);
-                size_t xrow;
-                nx_row_size(t->vec_dot_type, IN, &xrow, &err);
+                nx_dot_plan plan; /* the kernel and activation layout nx_matmul uses */
+                if (!nx_dot_plan_for(types[ti], (nx_isa)isa, IN, &plan, &err)) {
+                    fprintf(stderr, "bench_dot: %s\n", err.msg);
+                    return 1;
+                }
+                const nx_vec_dot_fn dot = plan.dot;
+                const size_t xrow = plan.act_row_bytes;
                 char *xq = nx_alloc_aligned(xrow * 4, "activations", &err);
-                for (int r = 0; r < T; r++) ta->from_float(x + r * IN, xq + r * xrow, IN);
+                for (int r = 0; r < T; r++) {
+                    if (plan.act_as_is) memcpy(xq + r * xrow, x + r * IN, xrow);
+                    else plan.act_from_float(x + r * IN, xq + r * xrow, IN);
+                }
                 double tm[64], tc[64], read1, readn;
                 read_bandwidth(NULL, buf, bytes, runs, &read1);
                 for (int r = -1; r < runs; r++) { /* r = -1: warm-up */

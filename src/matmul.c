@@ -1,8 +1,10 @@
 /* matmul.c - Y[T][out] = X[T][in] · Wᵀ for W in any nx_type with a dot kernel (see matmul.h).
  *
  * Steps:
- *  1. Convert the T activation rows to the weight's vec-dot type (F32 weights use X as is),
- *     into the caller's scratch, rows split across the pool when T is large.
+ *  1. Convert the T activation rows to what the kernel reads (nx_dot_plan_for: the weight's
+ *     vec-dot type, or a kernel-specific "prepared" layout such as the AVX-512 q8_0 kernel's;
+ *     F32 weights use X as is), into the caller's scratch, rows split across the pool when T
+ *     is large.
  *  2. Split the `out` weight rows across the pool in chunks.  Inside a chunk, output rows are
  *     taken OUT_BLOCK at a time and, for each tile of up to NX_MATMUL_ROW_TILE activation
  *     rows, each weight row is dotted against the whole tile by the multi-row kernel: a weight
@@ -108,22 +110,28 @@ static void matmul_rows(void *c, int64_t begin, int64_t end) {
 bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
                nx_err *err) {
     if (T <= 0) return T == 0 ? true : nx_fail(err, "matmul: negative row count %lld", (long long)T);
-    const nx_type_traits *t = nx_type_get(w->type);
-    if (!t) return nx_fail(err, "matmul: unknown weight type id %u", w->type);
-    nx_vec_dot_fn dot = nx_vec_dot_for(w->type, nx_cpu_isa());
-    if (!dot) return nx_fail(err, "matmul: type %s has no dot kernel", t->name);
+    /* the kernel for this CPU and how it wants the activations: the weight's vec-dot type, or
+     * a kernel-specific prepared layout (quant.h, nx_dot_plan_for) */
+    nx_dot_plan plan;
+    if (!nx_dot_plan_for(w->type, nx_cpu_isa(), w->in, &plan, err)) return nx_fail_prefix(err, "matmul");
 
-    /* large batches: the register-blocked GEMM (bit-identical to the vec-dot kernels, gemm.h) */
+    /* large batches: the register-blocked GEMM (gemm.h); it reads activations in the weight's
+     * vec-dot type (never a prepared layout) */
     const nx_gemm_ops *gemm = T >= NX_GEMM_MIN_T ? nx_gemm_ops_for(w->type, nx_cpu_isa()) : NULL;
     const size_t gemm_bytes = gemm ? nx_gemm_scratch_bytes(gemm, w->in, T, nx_pool_size(pool)) : 0;
+    if (gemm) {
+        const nx_type act = nx_type_get(w->type)->vec_dot_type;
+        if (!nx_row_size(act, w->in, &plan.act_row_bytes, err)) return nx_fail_prefix(err, "matmul activations");
+        plan.act_from_float = nx_type_get(act)->from_float;
+        plan.act_as_is = false;
+    }
 
     const char *xq;
-    size_t xrow, xbytes = 0;
-    if (t->vec_dot_type == NX_TYPE_F32) {
+    const size_t xrow = plan.act_row_bytes;
+    size_t xbytes = 0;
+    if (plan.act_as_is) {
         xq = (const char *)x;
-        xrow = (size_t)w->in * sizeof(float);
     } else {
-        if (!nx_row_size(t->vec_dot_type, w->in, &xrow, err)) return nx_fail_prefix(err, "matmul activations");
         uint64_t bytes;
         if (!nx_mul_ok(xrow, (uint64_t)T, &bytes) || bytes > SIZE_MAX)
             return nx_fail(err, "matmul: %lld activation rows overflow the scratch size", (long long)T);
@@ -131,7 +139,7 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
         if (xbytes + gemm_bytes < xbytes)
             return nx_fail(err, "matmul: %lld activation rows overflow the scratch size", (long long)T);
         if (!scratch_reserve(scratch, xbytes + gemm_bytes, err)) return false;
-        struct convert_ctx cc = {x, w->in, scratch->buf, xrow, nx_type_get(t->vec_dot_type)->from_float};
+        struct convert_ctx cc = {x, w->in, scratch->buf, xrow, plan.act_from_float};
         /* converting a row costs about as much as streaming a few KB: split only for batches */
         nx_parallel_for(pool, T, 4, convert_rows, &cc);
         xq = scratch->buf;
@@ -142,7 +150,7 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
         nx_gemm(pool, gemm, w, xq, xrow, T, y, (char *)scratch->buf + xbytes);
         return true;
     }
-    struct rows_ctx rc = {w, xq, xrow, T, y, dot};
+    struct rows_ctx rc = {w, xq, xrow, T, y, plan.dot};
     nx_parallel_for(pool, w->out, OUT_GRAIN, matmul_rows, &rc);
     return true;
 }

@@ -113,6 +113,11 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
             [NX_ISA_AVX512] = nx_dot_q8_0_avx512,
 #endif
         },
+#ifdef NX_HAVE_X86_KERNELS
+        .prepared = {
+            [NX_ISA_AVX512] = {nx_dot_q8_0_prep_avx512, nx_prepare_q8_0_avx512, nx_prep_q8_0_row_bytes},
+        },
+#endif
     },
     [NX_TYPE_Q4_K] = {
         .name = "q4_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q4_K), .is_quantized = true,
@@ -282,6 +287,33 @@ const char *nx_isa_name(nx_isa isa) {
     case NX_ISA_AVX512: return "avx512";
     default: return "unknown";
     }
+}
+
+bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx_err *err) {
+    const nx_type_traits *t = nx_type_get(type);
+    if (!t) return nx_fail(err, "unknown tensor type id %u", type);
+    size_t wrow;
+    if (!nx_row_size(type, n, &wrow, err)) return false;
+    memset(plan, 0, sizeof *plan);
+    for (int i = NX_MIN((int)isa, NX_ISA_COUNT - 1); i >= 0; i--) {
+        if (t->prepared[i].dot) {
+            plan->dot = t->prepared[i].dot;
+            plan->act_from_float = t->prepared[i].prepare;
+            plan->act_row_bytes = t->prepared[i].row_bytes(n);
+            return true;
+        }
+        if (t->vec_dot[i]) {
+            plan->dot = t->vec_dot[i];
+            if (t->vec_dot_type == NX_TYPE_F32) {
+                plan->act_as_is = true;
+                plan->act_row_bytes = (size_t)n * sizeof(float);
+                return true;
+            }
+            plan->act_from_float = nx_type_get(t->vec_dot_type)->from_float;
+            return nx_row_size(t->vec_dot_type, n, &plan->act_row_bytes, err);
+        }
+    }
+    return nx_fail(err, "type %s has no dot kernel", t->name);
 }
 
 nx_vec_dot_fn nx_vec_dot_for(uint32_t type, nx_isa isa) {

@@ -33,6 +33,19 @@ typedef void (*nx_vec_dot_fn)(int64_t n, float *out, const void *w_row,
                               const void *x, size_t x_stride_bytes, int nrows);
 typedef void (*nx_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*nx_from_float_fn)(const float *src, void *dst, int64_t n);
+typedef size_t (*nx_row_bytes_fn)(int64_t n);
+
+/* A kernel on "prepared" activations: some SIMD kernels run faster when the activation rows
+ * are laid out for them (e.g. the q8_0 AVX-512 kernel wants codes without interleaved scales
+ * and precomputed sums, see quant_avx512.c).  `prepare` turns a row of n floats into that
+ * layout (row_bytes(n) bytes; the kernel's x_stride is at least that); the codes and scales
+ * it holds are exactly those of the vec-dot type's from_float, so the result is the plain
+ * kernel's up to float summation order. */
+typedef struct nx_prepared_dot {
+    nx_vec_dot_fn dot;
+    nx_from_float_fn prepare;
+    nx_row_bytes_fn row_bytes;
+} nx_prepared_dot;
 
 typedef struct nx_type_traits {
     const char *name;            /* "q4_K" etc. as ggml names it; NULL = unsupported id */
@@ -43,6 +56,7 @@ typedef struct nx_type_traits {
     nx_from_float_fn from_float; /* reference quantiser (also used for activations) */
     nx_type vec_dot_type;        /* format the activation row must be in for vec_dot */
     nx_vec_dot_fn vec_dot[NX_ISA_COUNT]; /* NULL entries fall back to the next lower ISA */
+    nx_prepared_dot prepared[NX_ISA_COUNT]; /* optional; preferred over vec_dot at the same ISA */
 } nx_type_traits;
 
 const nx_type_traits *nx_type_get(uint32_t type);      /* NULL if unknown/unsupported */
@@ -55,6 +69,19 @@ nx_isa nx_cpu_isa(void);            /* best ISA this CPU supports (NX_ISA env va
 const char *nx_isa_name(nx_isa isa);
 /* The dot kernel actually used for `type` at `isa` (falls back to lower ISAs). */
 nx_vec_dot_fn nx_vec_dot_for(uint32_t type, nx_isa isa);
+
+/* What a matmul runs for `type` at `isa` on rows of n elements: the kernel and how to convert
+ * an activation row for it.  act_as_is: the kernel reads the float rows directly (f32
+ * weights; act_from_float is NULL).  Otherwise act_from_float converts a row of n floats into
+ * act_row_bytes bytes (the vec-dot type's from_float, or a prepared layout). */
+typedef struct nx_dot_plan {
+    nx_vec_dot_fn dot;
+    nx_from_float_fn act_from_float;
+    size_t act_row_bytes;
+    bool act_as_is;
+} nx_dot_plan;
+/* Fails (with a message) for unknown types, types without a kernel, or a bad n. */
+bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx_err *err);
 
 /* Half-precision helpers (IEEE binary16 and bfloat16, round-to-nearest-even like ggml). */
 float    nx_f16_to_f32(uint16_t h);

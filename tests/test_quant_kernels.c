@@ -122,6 +122,10 @@ static void check_type_isa(nx_type type, nx_isa isa) {
         float *xf = malloc(sizeof(float) * (size_t)n);
         const int maxrows = 9;
         char *x = malloc(xrow * maxrows);
+        /* the kernel on prepared activations, if this type has one at this ISA */
+        const nx_prepared_dot *prep = tw->prepared[isa].dot ? &tw->prepared[isa] : NULL;
+        const size_t prow = prep ? prep->row_bytes(n) : 0;
+        char *xp = prep ? malloc(prow * maxrows) : NULL;
         for (int dist = 0; dist < DIST_COUNT; dist++) {
             random_weights(type, w, n, &rng);
             tw->to_float(w, wd, n);
@@ -129,29 +133,35 @@ static void check_type_isa(nx_type type, nx_isa isa) {
             for (int r = 0; r < maxrows; r++) {
                 fill_dist(xf, n, dist, huge_for(tw->vec_dot_type), &rng);
                 tx->from_float(xf, x + r * xrow, n);
+                if (prep) prep->prepare(xf, xp + r * prow, n);
                 tx->to_float(x + r * xrow, xd, n);
                 mag[r] = 0;
                 for (int64_t i = 0; i < n; i++) mag[r] += fabs((double)wd[i] * xd[i]);
             }
             for (int nrows = 1; nrows <= maxrows; nrows++) {
-                float got[9], want[9];
-                memset(got, 0xFF, sizeof got);
-                simd(n, got, w, x, xrow, nrows);
+                float want[9];
                 ref(n, want, w, x, xrow, nrows);
-                const double terms = (double)(bs == 1 ? n : n / bs);
-                for (int r = 0; r < nrows; r++) {
-                    const double tol = 2.0 * (terms + 8) * 0x1p-24 * mag[r] + 1e-30;
-                    const bool ok = (isinf(want[r]) && got[r] == want[r]) || fabs((double)got[r] - want[r]) <= tol;
-                    if (!ok) {
-                        print_error("%s %s n=%lld dist=%s nrows=%d row %d: simd %.9g scalar %.9g (tol %g)\n",
-                                    tw->name, nx_isa_name(isa), (long long)n, dist_names[dist], nrows, r, got[r],
-                                    want[r], tol);
-                        fail();
+                for (int variant = 0; variant < (prep ? 2 : 1); variant++) {
+                    float got[9];
+                    memset(got, 0xFF, sizeof got);
+                    if (variant == 0) simd(n, got, w, x, xrow, nrows);
+                    else prep->dot(n, got, w, xp, prow, nrows);
+                    const double terms = (double)(bs == 1 ? n : n / bs);
+                    for (int r = 0; r < nrows; r++) {
+                        const double tol = 2.0 * (terms + 8) * 0x1p-24 * mag[r] + 1e-30;
+                        const bool ok =
+                            (isinf(want[r]) && got[r] == want[r]) || fabs((double)got[r] - want[r]) <= tol;
+                        if (!ok) {
+                            print_error("%s %s%s n=%lld dist=%s nrows=%d row %d: simd %.9g scalar %.9g (tol %g)\n",
+                                        tw->name, nx_isa_name(isa), variant ? " (prepared)" : "", (long long)n,
+                                        dist_names[dist], nrows, r, got[r], want[r], tol);
+                            fail();
+                        }
                     }
+                    /* rows beyond nrows are not written */
+                    for (int r = nrows; r < 9; r++) assert_true(isnan(got[r]));
+                    checks_done++;
                 }
-                /* rows beyond nrows are not written */
-                for (int r = nrows; r < 9; r++) assert_true(isnan(got[r]));
-                checks_done++;
             }
         }
         free(w);
@@ -159,6 +169,7 @@ static void check_type_isa(nx_type type, nx_isa isa) {
         free(xd);
         free(xf);
         free(x);
+        free(xp);
     }
 }
 
@@ -221,6 +232,127 @@ static void test_strided_rows(void **state) {
     }
 }
 
+/* ---- q8_0 on prepared activations (AVX-512) ----
+ * The layout, as documented in quant_avx512.c: for nb blocks, np = ceil(nb/2) pairs and nb16 =
+ * nb rounded up to 16: codes (64 np bytes), per-4-code corrections -128 * sum (64 np bytes of
+ * int32), scales as float (4 nb16 bytes), zero padding. */
+static const nx_prepared_dot *q8_0_prepared(void) {
+    if (nx_cpu_isa() < NX_ISA_AVX512) {
+        print_message("SKIPPING prepared q8_0 kernel: this CPU does not support AVX-512 (or NX_ISA lowered it)\n");
+        return NULL;
+    }
+    const nx_prepared_dot *p = &nx_type_get(NX_TYPE_Q8_0)->prepared[NX_ISA_AVX512];
+    assert_non_null(p->dot);
+    return p;
+}
+
+static void test_prepared_q8_0_layout(void **state) {
+    (void)state;
+    const nx_prepared_dot *p = q8_0_prepared();
+    if (!p) skip();
+    const int64_t lens[] = {1, 2, 3, 15, 16, 17, 31, 33, 128};
+    tu_rng rng;
+    tu_rng_seed(&rng, 4242);
+    for (size_t li = 0; li < NX_ARRAY_LEN(lens); li++) {
+        const int64_t nb = lens[li], n = nb * 32, np = (nb + 1) / 2, nb16 = (nb + 15) / 16 * 16;
+        const size_t bytes = p->row_bytes(n);
+        assert_int_equal(bytes, (size_t)(128 * np + 4 * nb16));
+        assert_int_equal(bytes % 64, 0);
+        float *xf = malloc(sizeof(float) * (size_t)n);
+        nx_block_q8_0 *ref = malloc(sizeof(nx_block_q8_0) * (size_t)nb);
+        unsigned char *row = malloc(bytes);
+        for (int dist = 0; dist < DIST_COUNT; dist++) {
+            fill_dist(xf, n, dist, 1e6f, &rng);
+            nx_type_get(NX_TYPE_Q8_0)->from_float(xf, ref, n);
+            memset(row, 0xAB, bytes); /* every byte must be written, padding included */
+            p->prepare(xf, row, n);
+            const int8_t *codes = (const int8_t *)row;
+            const int32_t *corr = (const int32_t *)(row + 64 * np);
+            const float *scale = (const float *)(row + 128 * np);
+            for (int64_t b = 0; b < 2 * np; b++) {
+                for (int j = 0; j < 32; j++) assert_int_equal(codes[32 * b + j], b < nb ? ref[b].qs[j] : 0);
+                for (int g = 0; g < 8; g++) {
+                    int32_t want = 0;
+                    for (int j = 4 * g; j < 4 * g + 4 && b < nb; j++) want -= 128 * ref[b].qs[j];
+                    assert_int_equal(corr[8 * b + g], want);
+                }
+            }
+            for (int64_t b = 0; b < nb16; b++) {
+                const float want = b < nb ? nx_f16_to_f32(ref[b].d) : 0.0f;
+                assert_true(memcmp(&scale[b], &want, sizeof want) == 0);
+            }
+        }
+        free(xf);
+        free(ref);
+        free(row);
+    }
+}
+
+/* Codes the activation quantiser never makes (-128) and constant extremes, written straight
+ * into both layouts: the prepared kernel must still equal the scalar one. */
+static void test_prepared_q8_0_extreme_codes(void **state) {
+    (void)state;
+    const nx_prepared_dot *p = q8_0_prepared();
+    if (!p) skip();
+    const int64_t nb = 37, n = nb * 32, np = (nb + 1) / 2;
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    nx_block_q8_0 *w = malloc(sizeof(nx_block_q8_0) * nb), *x = malloc(sizeof(nx_block_q8_0) * nb * 4);
+    unsigned char *xp = malloc(p->row_bytes(n) * 4);
+    const size_t prow = p->row_bytes(n);
+    for (int pattern = 0; pattern < 4; pattern++) {
+        for (int64_t b = 0; b < nb; b++) {
+            w[b].d = rand_scale(&rng);
+            for (int j = 0; j < 32; j++) {
+                const int8_t rnd = (int8_t)tu_rng_u64(&rng);
+                w[b].qs[j] = pattern == 1 ? -128 : pattern == 2 ? 127 : rnd;
+            }
+        }
+        for (int r = 0; r < 4; r++) {
+            unsigned char *row = xp + r * prow;
+            memset(row, 0, prow);
+            for (int64_t b = 0; b < nb; b++) {
+                nx_block_q8_0 *xb = &x[r * nb + b];
+                xb->d = rand_scale(&rng);
+                for (int j = 0; j < 32; j++) {
+                    const int8_t rnd = (int8_t)tu_rng_u64(&rng);
+                    xb->qs[j] = pattern == 0 ? rnd : pattern == 3 ? (j & 1 ? 127 : -128) : -128;
+                }
+                memcpy(row + 32 * b, xb->qs, 32);
+                for (int g = 0; g < 8; g++) {
+                    int32_t c = 0;
+                    for (int j = 4 * g; j < 4 * g + 4; j++) c -= 128 * xb->qs[j];
+                    memcpy(row + 64 * np + 4 * (8 * b + g), &c, 4);
+                }
+                const float d = nx_f16_to_f32(xb->d);
+                memcpy(row + 128 * np + 4 * b, &d, 4);
+            }
+        }
+        for (int nrows = 1; nrows <= 4; nrows++) {
+            float want[4], got[4];
+            nx_type_get(NX_TYPE_Q8_0)->vec_dot[NX_ISA_SCALAR](n, want, w, x, sizeof(nx_block_q8_0) * nb, nrows);
+            p->dot(n, got, w, xp, prow, nrows);
+            for (int r = 0; r < nrows; r++) {
+                double mag = 0;
+                for (int64_t b = 0; b < nb; b++)
+                    for (int j = 0; j < 32; j++)
+                        mag += fabs((double)nx_f16_to_f32(w[b].d) * w[b].qs[j] *
+                                    nx_f16_to_f32(x[r * nb + b].d) * x[r * nb + b].qs[j]);
+                const double tol = 2.0 * (nb + 8) * 0x1p-24 * mag + 1e-30;
+                if (!(fabs((double)got[r] - want[r]) <= tol)) {
+                    print_error("prepared q8_0 pattern %d nrows %d row %d: %.9g vs scalar %.9g (tol %g)\n", pattern,
+                                nrows, r, got[r], want[r], tol);
+                    fail();
+                }
+                checks_done++;
+            }
+        }
+    }
+    free(w);
+    free(x);
+    free(xp);
+}
+
 static int teardown_report(void **state) {
     (void)state;
     print_message("%d kernel comparisons done\n", checks_done);
@@ -232,6 +364,8 @@ int main(void) {
         cmocka_unit_test(test_avx2_kernels_match_scalar),
         cmocka_unit_test(test_avx512_kernels_match_scalar),
         cmocka_unit_test(test_strided_rows),
+        cmocka_unit_test(test_prepared_q8_0_layout),
+        cmocka_unit_test(test_prepared_q8_0_extreme_codes),
     };
     return cmocka_run_group_tests(tests, NULL, teardown_report);
 }
