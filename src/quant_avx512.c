@@ -298,6 +298,14 @@ void nx_dot_q5_1_avx512(int64_t n, float *out, const void *w, const void *x, siz
  * block's dw * dy and accumulated.  Keeping the correction per lane (not per block) matters:
  * the lanes' float rounding errors then scale with the true partial products.
  *
+ * Bit-identical to the plain kernel above (and so to the GEMM path, gemm_avx512.c): the int32
+ * lanes are the same exact partial dots, each is converted and fmadd-ed with the same float
+ * dw * dy, even blocks into the lower half of one accumulator (the plain kernel's acc0), odd
+ * blocks into the upper half (acc1), and the result is hsum256(lower + upper).  A missing odd
+ * last block adds 0 * 0 to the upper half, which leaves it unchanged.  One FMA chain per row
+ * (latency 4 cycles per block pair) is far from the bound: the kernel streams weights from
+ * memory.  tests/test_quant_kernels.c checks the bit-identity.
+ *
  * Scales: the 16 weight scales of a group of 16 blocks are gathered (one vpgatherdd at the
  * 34-byte block stride, fp16 in the low half of each dword) and converted at once, multiplied
  * by the row's 16 float dy into s16; the pair k's per-lane scale is a vpermps of s16.
@@ -373,13 +381,13 @@ ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, 
     const int64_t nb = n / NX_QK, np = prep_pairs(n);
     const nx_block_q8_0 *wb = w;
     prep_row xr[ROWS];
-    __m512 acc0[ROWS], acc1[ROWS]; /* even / odd pairs: two FMA chains per row */
+    __m512 acc[ROWS];
     for (int r = 0; r < nr; r++) {
         const char *row = act_row(x, xs, r);
         xr[r].codes = (const int8_t *)row;
         xr[r].corr = (const int32_t *)(row + 64 * np);
         xr[r].scale = (const float *)(row + 128 * np);
-        acc0[r] = acc1[r] = _mm512_setzero_ps();
+        acc[r] = _mm512_setzero_ps();
     }
     const __m512i idx0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i two = _mm512_set1_epi32(2);
@@ -393,9 +401,9 @@ ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, 
         for (int k = 0; k < 8; k += 2) {
             _mm_prefetch((const char *)(wb + g + 2 * k) + PREP_PF, _MM_HINT_T0);
             _mm_prefetch((const char *)(wb + g + 2 * k) + PREP_PF + 64, _MM_HINT_T0);
-            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k, true), xr, g / 2 + k, s16, idx, acc0);
+            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k, true), xr, g / 2 + k, s16, idx, acc);
             idx = _mm512_add_epi32(idx, two);
-            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k + 2, true), xr, g / 2 + k + 1, s16, idx, acc1);
+            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k + 2, true), xr, g / 2 + k + 1, s16, idx, acc);
             idx = _mm512_add_epi32(idx, two);
         }
     }
@@ -406,11 +414,13 @@ ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, 
         for (int r = 0; r < nr; r++) s16[r] = _mm512_mul_ps(dw, _mm512_loadu_ps(xr[r].scale + g));
         __m512i idx = idx0;
         for (int k = 0; 2 * k < cnt; k++) {
-            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k, 2 * k + 1 < cnt), xr, g / 2 + k, s16, idx, acc0);
+            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k, 2 * k + 1 < cnt), xr, g / 2 + k, s16, idx, acc);
             idx = _mm512_add_epi32(idx, two);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+    /* lower half: even blocks, upper half: odd blocks - the plain kernel's acc0 / acc1 */
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }
 
 void nx_dot_q8_0_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {

@@ -168,7 +168,8 @@ static void test_matmul_thread_count_invariant(void **state) {
  * exactly as decoding it alone would. */
 static void test_matmul_batch_invariant(void **state) {
     (void)state;
-    const int64_t T = 9;
+    const int64_t T = 17; /* >= NX_GEMM_MIN_T: the GEMM path against the 1-row vec-dot path */
+    _Static_assert(17 >= NX_GEMM_MIN_T, "batch must reach the GEMM path");
     float *wf = malloc(sizeof(float) * IN * OUT), *x = malloc(sizeof(float) * IN * T);
     float *yb = malloc(sizeof(float) * T * OUT), *y1 = malloc(sizeof(float) * OUT);
     fill(wf, IN * OUT, 5);

@@ -139,7 +139,7 @@ static void check_type_isa(nx_type type, nx_isa isa) {
                 for (int64_t i = 0; i < n; i++) mag[r] += fabs((double)wd[i] * xd[i]);
             }
             for (int nrows = 1; nrows <= maxrows; nrows++) {
-                float want[9];
+                float want[9], plain[9];
                 ref(n, want, w, x, xrow, nrows);
                 for (int variant = 0; variant < (prep ? 2 : 1); variant++) {
                     float got[9];
@@ -160,6 +160,14 @@ static void check_type_isa(nx_type type, nx_isa isa) {
                     }
                     /* rows beyond nrows are not written */
                     for (int r = nrows; r < 9; r++) assert_true(isnan(got[r]));
+                    /* the prepared kernel is bit-identical to the plain one (same float operations
+                     * in the same order), so decode and the GEMM path agree bit for bit */
+                    if (variant == 0) memcpy(plain, got, sizeof plain);
+                    else if (memcmp(plain, got, sizeof(float) * (size_t)nrows) != 0) {
+                        print_error("%s %s n=%lld dist=%s nrows=%d: prepared kernel not bit-identical to the plain one\n",
+                                    tw->name, nx_isa_name(isa), (long long)n, dist_names[dist], nrows);
+                        fail();
+                    }
                     checks_done++;
                 }
             }
