@@ -112,7 +112,7 @@ int cmd_draft_vocab(int argc, char **argv) {
     printf("nextn " CMD ": %s: %" PRIu64 " tokens, %u of %u token ids occur; wrote %s\n", text_path, total, distinct, V,
            out_path);
     qsort(sorted, V, sizeof *sorted, cmp_u64_desc);
-    const uint32_t ks[] = {256, 1024, 4096, 8192, 16384, 32768, 65536};
+    const uint32_t ks[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
     uint64_t cum = 0;
     uint32_t k = 0;
     for (size_t j = 0; j < sizeof ks / sizeof ks[0] && ks[j] < V; j++) {
