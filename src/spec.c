@@ -54,12 +54,16 @@ struct nx_spec {
     int8_t *b_lg;
     float *b_h;
     /* cost model */
-    double t_pass;            /* EMA seconds of one MTP draft pass */
-    bool have_pass;
+    double t_pass;            /* EMA seconds of one MTP draft pass with one row per sequence */
+    int32_t n_pass;           /* samples so far (see ema) */
+    double t_pass0;           /* EMA seconds of pass 0 while drafting continuously: it also writes
+                               * the previous step's accepted rows (<= draft_max + 1 per sequence) */
+    int32_t n_pass0;
     double t_ver[NX_SPEC_MAX_DRAFT + 2]; /* EMA seconds of a verify with n rows per sequence */
-    bool have_ver[NX_SPEC_MAX_DRAFT + 2];
+    int32_t n_ver[NX_SPEC_MAX_DRAFT + 2];
     double acc_succ, acc_trials; /* decayed counts for the per-token acceptance */
     int32_t plain_run, probe;
+    int32_t warm_steps;       /* measuring steps done (see choose_N) */
     bool probing;
     int32_t next_N;
     nx_spec_stats st;
@@ -287,12 +291,12 @@ bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, co
 /* ---- cost model ---------------------------------------------------------------------------- */
 
 static double est_verify_raw(const nx_spec *s, int n) {
-    if (s->have_ver[n]) return s->t_ver[n];
+    if (s->n_ver[n]) return s->t_ver[n];
     int lo = -1, hi = -1;
     for (int i = n - 1; i >= 1 && lo < 0; i--)
-        if (s->have_ver[i]) lo = i;
+        if (s->n_ver[i]) lo = i;
     for (int i = n + 1; i <= s->p.draft_max + 1 && hi < 0; i++)
-        if (s->have_ver[i]) hi = i;
+        if (s->n_ver[i]) hi = i;
     if (lo > 0 && hi > 0) return s->t_ver[lo] + (s->t_ver[hi] - s->t_ver[lo]) * (n - lo) / (hi - lo);
     int k = lo > 0 ? lo : hi;
     if (k < 0) return 0.0;
@@ -313,8 +317,15 @@ static int32_t choose_N(nx_spec *s) {
     if (!s->mtp || s->p.draft_max == 0) return 0;
     if (!s->p.adaptive) return s->p.draft_max;
     bool measured = false;
-    for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->have_ver[i];
-    if (!s->have_pass || !measured) return 1; /* measure: a one-draft step first */
+    for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->n_ver[i];
+    /* measure first: two steps of (up to) two drafts, so that every estimate the decision
+     * needs has a second sample replacing the cold first one (see ema) */
+    if (s->warm_steps < 2 || !s->n_pass || !measured) {
+        s->warm_steps++;
+        return NX_MIN(2, s->p.draft_max);
+    }
+    /* pass 0 (it also writes the accepted rows of the previous step), then 1-row passes */
+    const double t0 = s->n_pass0 ? s->t_pass0 : s->t_pass;
     /* a weak prior (a quarter of a success in half a trial) so that a few rejections suffice */
     const double a = (s->acc_succ + 0.25) / (s->acc_trials + 0.5);
     int32_t best = 0;
@@ -324,7 +335,7 @@ static int32_t choose_N(nx_spec *s) {
     for (int32_t n = 1; n <= s->p.draft_max; n++) {
         ai *= a;
         tokens += ai;
-        double rate = tokens / (n * s->t_pass + est_verify(s, n + 1));
+        double rate = tokens / (t0 + (n - 1) * s->t_pass + est_verify(s, n + 1));
         if (rate > best_rate) {
             best_rate = rate;
             best = n;
@@ -342,9 +353,16 @@ static int32_t choose_N(nx_spec *s) {
     return 0;
 }
 
-static void ema(double *v, bool *have, double x) {
-    *v = *have ? 0.8 * *v + 0.2 * x : x;
-    *have = true;
+/* Exponential moving average.  The second sample replaces the first: the first pass of each
+ * kind carries one-time costs (scratch buffers growing, first-touch page faults) that would
+ * otherwise linger in the estimate and, for row counts that are then no longer chosen, never
+ * be corrected.  A sample is counted as at most twice the estimate: on a shared machine a pass
+ * preempted for milliseconds (10x its cost) is common, and one such spike would otherwise make
+ * an option look expensive for many steps, or for good if the option is then not chosen
+ * again; a lasting slowdown still raises the estimate by 20 % per sample. */
+static void ema(double *v, int32_t *n, double x) {
+    *v = *n >= 2 ? 0.8 * *v + 0.2 * fmin(x, 2.0 * *v) : x;
+    (*n)++;
 }
 
 /* ---- drafting ------------------------------------------------------------------------------- */
@@ -415,7 +433,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
     }
     if (!s->mtp || !any) return true;
     for (int32_t pass = 0;; pass++) {
-        int32_t n = 0;
+        int32_t n = 0, n_drafting = 0, max_backlog = 0;
         for (int32_t i = 0; i < s->n_seq; i++) {
             seq_state *q = &s->seq[i];
             if (pass == 0 && q->drafting) {
@@ -431,6 +449,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
                 }
                 /* the backlog first: target positions n_past - n_mir .. n_past - 1 */
                 int32_t p0 = nx_ctx_n_past(s->tgt, i) - q->n_mir - q->base;
+                max_backlog = NX_MAX(max_backlog, q->n_mir);
                 for (int32_t r = 0; r < q->n_mir; r++, n++) {
                     s->b_tok[n] = q->mir_tok[r];
                     s->b_pos[n] = p0 + r;
@@ -448,6 +467,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             s->b_lg[n] = 1;
             memcpy(s->b_h + (size_t)n * E, pass == 0 ? q->pending_h : q->chain_h, E * sizeof(float));
             q->row = n++;
+            n_drafting++;
             q->ran_mtp = true;
         }
         if (n == 0) break;
@@ -467,7 +487,14 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         }
         double dt = nx_time_s() - t0;
         s->st.t_draft += dt;
-        ema(&s->t_pass, &s->have_pass, dt); /* pass 0 also carries the backlog: a real cost of drafting */
+        /* Cost model samples.  A pass with one row per sequence is a plain draft pass.  Pass 0
+         * also writes the backlog: while drafting continuously that is the previous step's
+         * accepted rows (a real cost of drafting, kept apart); after a plain stretch it is a
+         * catch-up of up to MIRROR_CAP rows, caused by the plain steps and not representative
+         * of drafting, so it is not sampled (sampling it made plain stretches look like
+         * expensive drafting and kept the model in plain mode). */
+        if (n == n_drafting || s->n_pass == 0) ema(&s->t_pass, &s->n_pass, dt);
+        else if (pass == 0 && max_backlog <= s->p.draft_max + 1) ema(&s->t_pass0, &s->n_pass0, dt);
         if (!more) break;
     }
     for (int32_t i = 0; i < s->n_seq; i++) {
@@ -589,7 +616,7 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
     double t1 = nx_time_s();
     s->st.t_verify += t1 - t0;
     s->st.verify_rows += n;
-    ema(&s->t_ver[rows_per_seq], &s->have_ver[rows_per_seq], t1 - t0);
+    ema(&s->t_ver[rows_per_seq], &s->n_ver[rows_per_seq], t1 - t0);
 
     int64_t acc_before = s->st.accepted;
     for (int32_t i = 0; i < s->n_seq; i++) {

@@ -32,11 +32,13 @@
  * window is unchanged; only older context is lost (draft quality, never correctness).  So plain
  * stretches cost no MTP work at all.
  *
- * Cost model (adaptive): EMA of the MTP pass time and of the verify time per rows-per-sequence,
- * and a decayed count estimate of the per-token acceptance a.  Expected tokens of a step with N
- * drafts = 1 + a + ... + a^N; the step picks the N in 0..draft_max with the most tokens per
- * second, N = 0 being plain decoding (no MTP work at all but the backlog); speculation must win
- * by 3% (the estimates are noisy).  The first step drafts one token to measure.  While plain
+ * Cost model (adaptive): EMA of the MTP pass time (one row per sequence; pass 0 while drafting
+ * continuously apart; catch-up passes after plain stretches not sampled) and of the verify time
+ * per rows-per-sequence, and a decayed count estimate of the per-token acceptance a.  Expected
+ * tokens of a step with N drafts = 1 + a + ... + a^N; the step picks the N in 0..draft_max with
+ * the most tokens per second, N = 0 being plain decoding (no MTP work at all but the backlog);
+ * speculation must win by 3% (the estimates are noisy; samples are clipped at twice the
+ * estimate, see ema() in spec.c).  The first two steps draft two tokens to measure.  While plain
  * wins, a one-draft probe runs every `probe` plain steps (probe doubles up to 128 after a
  * rejected probe and resets to 16 after an accepted one) so a change in acceptance is noticed.
  *

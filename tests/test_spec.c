@@ -398,6 +398,71 @@ static void test_cost_model_falls_back(void **state) {
     nx_ctx_free(c);
 }
 
+/* The reverse: drafts that are all wrong for a while, then all right (an oracle that is wrong
+ * for the first 40 tokens).  After the plain stretch the cost model must come back to drafting
+ * on almost every step of the second half, and the output must stay plain greedy decoding.
+ * (On this compute-bound model speculation at full acceptance pays clearly; the marginal case
+ * where catch-up passes were once mistaken for draft costs is covered by the benchmarks.) */
+static void test_cost_model_recovers(void **state) {
+    fixture *f = *state;
+    enum { G = 400, WRONG = 40 };
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 512;
+    cp.n_snapshots = 3;
+    nx_ctx *c, *ref;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 512, 1, NX_KV_F16, f->pool, &err));
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    int32_t prompt[2] = {3, 4}, *truth = malloc((G + 8) * sizeof *truth), *oracle = malloc((G + 8) * sizeof *oracle);
+    int32_t pos2[2] = {0, 1};
+    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
+    assert_true(nx_forward(ref, &b2, &err));
+    truth[0] = prompt[0];
+    truth[1] = prompt[1];
+    for (int i = 2; i < G + 8; i++) {
+        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), V), p = i;
+        truth[i] = t;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        assert_true(nx_forward(ref, &b1, &err));
+        oracle[i] = i < 2 + WRONG ? (t + 1) % V : t;
+    }
+    oracle[0] = prompt[0];
+    oracle[1] = prompt[1];
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = 3;
+    nx_spec *s;
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    assert_true(nx_spec_set_oracle(s, 0, oracle, G + 8, &err));
+    const int32_t *pr = prompt;
+    int32_t np = 2, first, out[4], n_out, emitted = 1;
+    assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
+    assert_int_equal(first, truth[2]);
+    int64_t late_steps = 0, late_drafted = 0;
+    while (emitted < G) {
+        int32_t max_out = G - emitted;
+        if (!nx_spec_step(s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
+        for (int j = 0; j < n_out; j++) assert_int_equal(out[j], truth[2 + emitted + j]);
+        const int32_t *d;
+        if (emitted >= G / 2) {
+            late_steps++;
+            late_drafted += nx_spec_last_drafts(s, 0, &d) > 0;
+        }
+        emitted += n_out;
+    }
+    printf("cost model after a plain stretch: %lld of %lld steps in the second half drafted\n", (long long)late_drafted,
+           (long long)late_steps);
+    assert_true(late_drafted * 10 >= late_steps * 9);
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+    nx_ctx_free(ref);
+    free(truth);
+    free(oracle);
+}
+
 /* Without an MTP context the driver is plain decoding: 100 tokens equal the plain loop (and
  * nothing is queued for a head that does not exist -- this once overflowed after 66 steps). */
 static void test_driver_without_mtp(void **state) {
@@ -704,6 +769,7 @@ int main(void) {
         cmocka_unit_test(test_accept_residual_chi2),
         cmocka_unit_test(test_spec_sampling_end_to_end),
         cmocka_unit_test(test_cost_model_falls_back),
+        cmocka_unit_test(test_cost_model_recovers),
         cmocka_unit_test(test_driver_without_mtp),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_draft_vocab_head_logits),
