@@ -51,6 +51,8 @@ int cmd_serve(int argc, char **argv) {
         {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
         {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
         {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
+        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens (default 0 = all)", 1, 1e9, NULL, false},
+        {"--draft-vocab-file", NULL, NX_ARG_STRING, &spec.draft_vocab_file, "FILE", "--spec: token frequencies from `nextn draft-vocab` (default: the K lowest ids)", 0, 0, NULL, false},
     };
     const size_t n_args = NX_ARGS_LEN(args);
     int rc = nx_args_parse(CMD, "-m FILE [--host ADDR] [--port N] [-np N] [-c N] [options]", args, n_args, argc, argv);
@@ -59,6 +61,10 @@ int cmd_serve(int argc, char **argv) {
     if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
     sp.seed = nx_args_find(args, n_args, "--seed")->seen ? seed : (uint64_t)time(NULL);
     spec.adaptive = !no_adaptive;
+    if (spec.draft_vocab_file && spec.draft_vocab == 0)
+        return nx_usage_error(CMD, "--draft-vocab-file needs --draft-vocab K (how many tokens to keep)");
+    if (spec_choice == 0 && (spec.draft_vocab || nx_args_find(args, n_args, "--draft-max")->seen))
+        return nx_usage_error(CMD, "--draft-max / --draft-vocab need --spec mtp");
 
     /* before any thread exists, so that every thread inherits the blocked mask */
     sigset_t sigs;

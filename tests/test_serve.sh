@@ -56,10 +56,12 @@ kill -TERM "$srv"
 for _ in $(seq 100); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
 check "SIGTERM: the server exits 0 and says so" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ] && grep -q "shutting down" "$tmp/serve.log"'
 
-start "$tmp/spec.log" -np 2 -c 512 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2
+start "$tmp/spec.log" -np 2 -c 512 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2 \
+      --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"
 check "speculative server starts" '[ -n "$base" ] && grep -q "speculative mtp" "$tmp/spec.log"'
 [ -n "$base" ] && { node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" spec || fail=1; }
 
+check "--draft-vocab without --spec mtp is refused" '! "$NEXTN" serve -m "$model" --draft-vocab 8 2>"$tmp/e" && grep -q "need --spec mtp" "$tmp/e"'
 check "bad options are refused clearly" '! "$NEXTN" serve -m "$model" --host nowhere --port 0 2>"$tmp/e" && grep -q "IPv4" "$tmp/e"'
 check "a missing model is a clear error" '! "$NEXTN" serve -m "$tmp/none.gguf" 2>"$tmp/e" && grep -q "none.gguf" "$tmp/e"'
 exit $fail
