@@ -80,7 +80,8 @@ static void run_item(const struct gemm_ctx *g, char *panel, int64_t item) {
             /* a partial tile repeats its first row; those results are not stored */
             for (int r = 0; r < nr; r++) xr[r] = g->x + (size_t)(t0 + (r < nt ? r : 0)) * g->xrow;
             ops->tile(w->in, panel, xr, out);
-            for (int r = 0; r < nt; r++) memcpy(g->y + (t0 + r) * w->out + o0, out + r * mr, (size_t)rows * sizeof(float));
+            for (int r = 0; r < nt; r++)
+                for (int m = 0; m < rows; m++) g->y[(t0 + r) * w->out + o0 + m] = out[r * mr + m];
         }
     }
 }

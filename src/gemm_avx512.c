@@ -78,21 +78,27 @@ static size_t q8_0_panel_bytes(int64_t n) { return (size_t)q8_steps(n) * Q8_MR *
 
 static void q8_0_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
     const int64_t nb = n / NX_QK, steps = q8_steps(n);
-    for (int64_t s = 0; s < steps; s++)
-        for (int m = 0; m < Q8_MR; m++) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int m = 0; m < Q8_MR; m++) {
+        const nx_block_q8_0 *wr = (const nx_block_q8_0 *)((const char *)w + (size_t)m * row_bytes);
+        for (int64_t s = 0; s < steps; s++) {
             char *p = (char *)panel + ((size_t)s * Q8_MR + (size_t)m) * Q8_W_STEP;
-            uint8_t *wu = (uint8_t *)p;
-            float dw[16];
-            const nx_block_q8_0 *wr = (const nx_block_q8_0 *)((const char *)w + (size_t)m * row_bytes);
-            for (int h = 0; h < 2; h++) {
-                const int64_t b = 2 * s + h;
-                const bool have = m < rows && b < nb;
-                for (int i = 0; i < 32; i++) wu[32 * h + i] = have ? (uint8_t)wr[b].qs[i] ^ 0x80u : 0x80u;
-                const float d = have ? nx_f16_to_f32(wr[b].d) : 0.0f;
-                for (int l = 0; l < 8; l++) dw[8 * h + l] = d;
+            const int64_t b = 2 * s;
+            /* codes + 128 of both blocks (a missing block or row: code 0, scale 0) */
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            float d0 = 0.0f, d1 = 0.0f;
+            if (m < rows) {
+                lo = _mm256_loadu_si256((const __m256i *)wr[b].qs);
+                d0 = _cvtsh_ss(wr[b].d);
+                if (b + 1 < nb) {
+                    hi = _mm256_loadu_si256((const __m256i *)wr[b + 1].qs);
+                    d1 = _cvtsh_ss(wr[b + 1].d);
+                }
             }
-            memcpy(p + 64, dw, 64);
+            _mm512_store_si512(p, _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip));
+            _mm512_store_ps(p + 64, _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1));
         }
+    }
 }
 
 static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float *out) {

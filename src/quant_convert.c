@@ -285,9 +285,21 @@ static float q8_codes(const float *x, int8_t *q) {
     return d;
 }
 
-void nx_from_float_q8_0(const float *src, void *dst, int64_t n) {
+void nx_from_float_q8_0_scalar(const float *src, void *dst, int64_t n) {
     nx_block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / NX_QK; i++) y[i].d = nx_f32_to_f16(q8_codes(src + i * NX_QK, y[i].qs));
+}
+
+/* Activation quantisers: the AVX-512 versions give bit-identical blocks (quant_convert_avx512.c);
+ * short rows (one block at a time) skip the ISA query. */
+void nx_from_float_q8_0(const float *src, void *dst, int64_t n) {
+#if defined(NX_HAVE_X86_KERNELS)
+    if (n >= 8 * NX_QK && nx_cpu_isa() >= NX_ISA_AVX512) {
+        nx_from_float_q8_0_avx512(src, dst, n);
+        return;
+    }
+#endif
+    nx_from_float_q8_0_scalar(src, dst, n);
 }
 
 void nx_to_float_q8_0(const void *src, float *dst, int64_t n) {
@@ -635,6 +647,16 @@ void nx_to_float_q6_K(const void *src, float *dst, int64_t n) {
 }
 
 void nx_from_float_q8_K(const float *src, void *dst, int64_t n) {
+#if defined(NX_HAVE_X86_KERNELS)
+    if (nx_cpu_isa() >= NX_ISA_AVX512) {
+        nx_from_float_q8_K_avx512(src, dst, n);
+        return;
+    }
+#endif
+    nx_from_float_q8_K_scalar(src, dst, n);
+}
+
+void nx_from_float_q8_K_scalar(const float *src, void *dst, int64_t n) {
     nx_block_q8_K *y = dst;
     for (int64_t i = 0; i < n / NX_QK_K; i++) {
         const float *x = src + i * NX_QK_K;

@@ -36,6 +36,10 @@ void nx_to_float_q6_K(const void *src, float *dst, int64_t n);
 void nx_from_float_q6_K(const float *src, void *dst, int64_t n);
 void nx_to_float_q8_K(const void *src, float *dst, int64_t n);
 void nx_from_float_q8_K(const float *src, void *dst, int64_t n);
+/* the scalar references of the two activation quantisers (nx_from_float_q8_0 / q8_K pick the
+ * bit-identical AVX-512 versions when the CPU has them) */
+void nx_from_float_q8_0_scalar(const float *src, void *dst, int64_t n);
+void nx_from_float_q8_K_scalar(const float *src, void *dst, int64_t n);
 
 /* ---- dot kernels with the nx_vec_dot_fn signature: quant_dot.c (scalar), quant_avx2.c,
  * quant_avx512.c.  A kernel missing at some ISA is simply not declared there. ---- */
@@ -79,6 +83,8 @@ void nx_dot_q6_K_avx512(int64_t n, float *out, const void *w, const void *x, siz
 void nx_dot_q8_0_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_0_row_bytes(int64_t n);
+void nx_from_float_q8_0_avx512(const float *src, void *dst, int64_t n); /* quant_convert_avx512.c */
+void nx_from_float_q8_K_avx512(const float *src, void *dst, int64_t n);
 #endif
 
 #endif
