@@ -66,7 +66,7 @@ typedef struct {
     __m512i q[4];  /* codes of the 4 groups */
     __m512i sc[4]; /* int16 scales per maddubs lane, per group */
     __m256i m16;   /* int16 min per bsums lane */
-    float d, dmin;
+    __m512 d, dmin; /* broadcast */
 } k4block;
 
 ALWAYS_INLINE k4block decode_k4(bool five, const void *w, int64_t ib, const __m512i *sidx, __m256i midx) {
@@ -103,8 +103,14 @@ ALWAYS_INLINE k4block decode_k4(bool five, const void *w, int64_t ib, const __m5
         b.q[g] = q;
         b.sc[g] = _mm512_permutexvar_epi16(sidx[g], scm512);
     }
-    b.d = f16(dd[0]);
-    b.dmin = f16(dd[1]);
+    /* d and dmin: one 32-bit broadcast load, one conversion ([d, dmin] repeated), then the
+     * even / odd lanes duplicated.  (Written as set1(d) * set1(dy) the compiler would fold
+     * the product into a scalar multiply plus a broadcast per row.) */
+    int32_t d2;
+    memcpy(&d2, dd, 4);
+    const __m512 dboth = _mm512_cvtph_ps(_mm256_set1_epi32(d2));
+    b.d = _mm512_moveldup_ps(dboth);
+    b.dmin = _mm512_movehdup_ps(dboth);
     return b;
 }
 
@@ -114,28 +120,52 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
     for (int g = 0; g < 4; g++) sidx[g] = _mm512_loadu_si512(k4_scale_idx[g]);
     const __m256i midx = _mm256_loadu_si256((const __m256i *)k4_min_idx);
     __m512 acc[ROWS];
-    __m256 macc[ROWS];
+    /* min-term accumulators: rows 2i and 2i+1 share macc2[i] (lanes 0..7 / 8..15), so one zmm
+     * madd + cvt + fmadd serves two rows; each lane still sees exactly the operations of the
+     * one-row ymm version (macc1, used for an odd last row), so the result does not depend
+     * on which row of a group a row is */
+    __m512 macc2[ROWS / 2];
+    __m256 macc1 = _mm256_setzero_ps();
     const nx_block_q8_K *xr[ROWS];
     for (int r = 0; r < nr; r++) {
         acc[r] = _mm512_setzero_ps();
-        macc[r] = _mm256_setzero_ps();
         xr[r] = act_row(x, xs, r);
     }
+    for (int i = 0; i < nr / 2; i++) macc2[i] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const k4block b = decode_k4(five, w, ib, sidx, midx);
+        /* d * dy per row as a vector multiply with dy as a broadcast memory operand: the same
+         * product as the scalar d * dy, without a scalar -> vector broadcast per row */
+        const __m512 dv = b.d, dminv = b.dmin;
+        const __m512i m16x2 = _mm512_broadcast_i64x4(b.m16);
         for (int r = 0; r < nr; r++) {
             const nx_block_q8_K *a = xr[r] + ib;
-            __m512i s0 = _mm512_madd_epi16(_mm512_maddubs_epi16(b.q[0], _mm512_loadu_si512(a->qs)), b.sc[0]);
-            __m512i s1 = _mm512_madd_epi16(_mm512_maddubs_epi16(b.q[1], _mm512_loadu_si512(a->qs + 64)), b.sc[1]);
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(b.q[2], _mm512_loadu_si512(a->qs + 128)), b.sc[2]);
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(b.q[3], _mm512_loadu_si512(a->qs + 192)), b.sc[3]);
-            __m512i s = _mm512_add_epi32(s0, s1);
+            __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(b.q[0], _mm512_loadu_si512(a->qs)), b.sc[0]);
+            for (int g = 1; g < 4; g++)
+                s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(b.q[g], _mm512_loadu_si512(a->qs + 64 * g)), b.sc[g]);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(a->d)), _mm512_cvtepi32_ps(s), acc[r]);
+        }
+        for (int r = 0; r + 1 < nr; r += 2) {
+            const nx_block_q8_K *a0 = xr[r] + ib, *a1 = xr[r + 1] + ib;
+            const __m512i bs = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a0->bsums)),
+                                                  _mm256_loadu_si256((const __m256i *)a1->bsums), 1);
+            const __m512 dy2 = _mm512_mask_mov_ps(_mm512_set1_ps(a0->d), 0xFF00, _mm512_set1_ps(a1->d));
+            macc2[r / 2] = _mm512_fmadd_ps(_mm512_mul_ps(dminv, dy2), _mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m16x2)),
+                                           macc2[r / 2]);
+        }
+        if (nr & 1) {
+            const nx_block_q8_K *a = xr[nr - 1] + ib;
             const __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), b.m16);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(b.d * a->d), _mm512_cvtepi32_ps(s), acc[r]);
-            macc[r] = _mm256_fmadd_ps(_mm256_set1_ps(b.dmin * a->d), _mm256_cvtepi32_ps(mm), macc[r]);
+            macc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm512_castps512_ps256(dminv), _mm256_set1_ps(a->d)),
+                                    _mm256_cvtepi32_ps(mm), macc1);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum256(macc[r]);
+    for (int r = 0; r < nr; r++) {
+        const __m256 m = r == nr - 1 && (nr & 1) ? macc1
+                         : r & 1               ? _mm512_extractf32x8_ps(macc2[r / 2], 1)
+                                               : _mm512_castps512_ps256(macc2[r / 2]);
+        out[r] = _mm512_reduce_add_ps(acc[r]) - hsum256(m);
+    }
 }
 
 static void k4_dot(bool five, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
@@ -187,7 +217,7 @@ typedef struct {
     __m512i q[4];
     __m512i sc[4];
     __m512i negsc32; /* lanes 0..15: -32 * scale_j, for the 16 bsums */
-    float d;
+    __m512 d; /* broadcast */
 } q6block;
 
 ALWAYS_INLINE q6block decode_q6(const nx_block_q6_K *p, const __m512i *sidx) {
@@ -211,7 +241,11 @@ ALWAYS_INLINE q6block decode_q6(const nx_block_q6_K *p, const __m512i *sidx) {
     const __m512i sc = _mm512_castsi256_si512(sc16);
     for (int z = 0; z < 4; z++) b.sc[z] = _mm512_permutexvar_epi16(sidx[z], sc);
     b.negsc32 = _mm512_castsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)));
-    b.d = f16(p->d);
+    /* d: a 32-bit broadcast load of scales[14..15] and d (staying inside the block), converted,
+     * odd lanes duplicated (see decode_k4) */
+    int32_t d2;
+    memcpy(&d2, p->scales + 14, 4);
+    b.d = _mm512_movehdup_ps(_mm512_cvtph_ps(_mm256_set1_epi32(d2)));
     return b;
 }
 
@@ -227,6 +261,7 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const q6block b = decode_q6((const nx_block_q6_K *)w + ib, sidx);
+        const __m512 dv = b.d; /* d * dy as in k4_rows */
         for (int r = 0; r < nr; r++) {
             const nx_block_q8_K *a = xr[r] + ib;
             /* the upper half of the bsums operand is zero (a ymm load zero-extends) */
@@ -236,7 +271,8 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
             s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(b.q[1], _mm512_loadu_si512(a->qs + 64)), b.sc[1]);
             s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(b.q[2], _mm512_loadu_si512(a->qs + 128)), b.sc[2]);
             s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(b.q[3], _mm512_loadu_si512(a->qs + 192)), b.sc[3]);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(b.d * a->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(a->d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                                     acc[r]);
         }
     }
     for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
