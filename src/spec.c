@@ -305,10 +305,15 @@ static double est_verify_raw(const nx_spec *s, int n) {
 }
 
 /* A verify of more rows never costs less than one of fewer (noise on a shared machine could
- * make the raw estimates say otherwise and lure the model into drafting). */
+ * make the raw estimates say otherwise and lure the model into drafting), nor more than the
+ * measured batches of m < n rows it could be split into (ceil(n/m) of them): that bounds an
+ * estimate inflated by noise for a row count that is then no longer chosen (and so no longer
+ * re-measured). */
 static double est_verify(const nx_spec *s, int n) {
     double t = est_verify_raw(s, 1);
     for (int i = 2; i <= n; i++) t = fmax(t, est_verify_raw(s, i));
+    for (int m = 1; m < n; m++)
+        if (s->n_ver[m]) t = fmin(t, s->t_ver[m] * (double)((n + m - 1) / m));
     return t;
 }
 
@@ -353,15 +358,18 @@ static int32_t choose_N(nx_spec *s) {
     return 0;
 }
 
-/* Exponential moving average.  The second sample replaces the first: the first pass of each
- * kind carries one-time costs (scratch buffers growing, first-touch page faults) that would
- * otherwise linger in the estimate and, for row counts that are then no longer chosen, never
- * be corrected.  A sample is counted as at most twice the estimate: on a shared machine a pass
- * preempted for milliseconds (10x its cost) is common, and one such spike would otherwise make
- * an option look expensive for many steps, or for good if the option is then not chosen
- * again; a lasting slowdown still raises the estimate by 20 % per sample. */
+/* Exponential moving average.  The second sample replaces the first when it is smaller: the
+ * first pass of each kind carries one-time costs (scratch buffers growing, first-touch page
+ * faults) that would otherwise linger in the estimate and, for row counts that are then no
+ * longer chosen, never be corrected.  A sample is counted as at most twice the estimate: on a
+ * shared machine a pass preempted for milliseconds (10x its cost) is common, and one such
+ * spike would otherwise make an option look expensive for many steps, or for good if the
+ * option is then not chosen again; a lasting slowdown still raises the estimate by 20 % per
+ * sample. */
 static void ema(double *v, int32_t *n, double x) {
-    *v = *n >= 2 ? 0.8 * *v + 0.2 * fmin(x, 2.0 * *v) : x;
+    if (*n == 0) *v = x;
+    else if (*n == 1) *v = fmin(*v, x);
+    else *v = 0.8 * *v + 0.2 * fmin(x, 2.0 * *v);
     (*n)++;
 }
 
