@@ -310,10 +310,17 @@ static double est_verify_raw(const nx_spec *s, int n) {
  * estimate inflated by noise for a row count that is then no longer chosen (and so no longer
  * re-measured). */
 static double est_verify(const nx_spec *s, int n) {
-    double t = est_verify_raw(s, 1);
-    for (int i = 2; i <= n; i++) t = fmax(t, est_verify_raw(s, i));
-    for (int m = 1; m < n; m++)
-        if (s->n_ver[m]) t = fmin(t, s->t_ver[m] * (double)((n + m - 1) / m));
+    double t = est_verify_raw(s, 1), hi = t;
+    for (int i = 2; i <= n; i++) {
+        hi = fmax(hi, est_verify_raw(s, i));
+        double c = hi;
+        for (int m = 1; m < i; m++)
+            if (s->n_ver[m]) c = fmin(c, s->t_ver[m] * (double)((i + m - 1) / m));
+        /* the bound must not undercut fewer rows (a plain 1-row step above all): with stale
+         * estimates (a 1-row cost measured under load, a 2-row one earlier) it could, and the
+         * model then drafts on although nothing is accepted */
+        t = fmax(t, c);
+    }
     return t;
 }
 
