@@ -64,6 +64,7 @@ struct nx_spec {
     double acc_succ, acc_trials; /* decayed counts for the per-token acceptance */
     int32_t plain_run, probe;
     int32_t warm_steps;       /* measuring steps done (see choose_N) */
+    int32_t explore_run;      /* drafting steps since one drafted more than the model chose */
     bool probing;
     int32_t next_N;
     nx_spec_stats st;
@@ -355,6 +356,12 @@ static int32_t choose_N(nx_spec *s) {
     }
     if (best > 0) {
         s->plain_run = 0;
+        /* explore: an estimate is only refreshed when its draft length is used, so one that
+         * noise made too high would never recover; every 32nd drafting step drafts one more */
+        if (best < s->p.draft_max && ++s->explore_run >= 32) {
+            s->explore_run = 0;
+            return best + 1;
+        }
         return best;
     }
     if (++s->plain_run >= s->probe) {
