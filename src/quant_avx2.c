@@ -266,6 +266,18 @@ void nx_dot_q5_1_avx2(int64_t n, float *out, const void *w, const void *x, size_
     legacy_dot(4, n, out, w, x, xs, nrows);
 }
 
+/* ---- K formats: weight-stream prefetch ---------------------------------------------------
+ * As in quant_kquant_avx512.c (see the measurements there): the hardware prefetcher alone
+ * does not keep enough lines in flight while the core decodes, so each block prefetches the
+ * lines of the block K_PREFETCH_AHEAD bytes further on (ceil(bytes / 64) lines at 64-byte
+ * steps, so no line is skipped; prefetches never fault, so running past the row is harmless). */
+#define K_PREFETCH_AHEAD 4096
+
+ALWAYS_INLINE void k_prefetch_ahead(const void *block, int bytes) {
+    const char *p = (const char *)block + K_PREFETCH_AHEAD;
+    for (int off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
 /* ---- q4_K / q5_K ----------------------------------------------------------------------------
  * Group g (64 elements) is two ymm of codes: low nibbles = sub-block 2g, high = 2g+1, each
  * matching 32 consecutive q8_K bytes.  The group is decoded once and used for every row
@@ -283,6 +295,7 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *blk = (const uint8_t *)w + (size_t)ib * wsize;
+        k_prefetch_ahead(blk, (int)wsize);
         const uint8_t *scales, *qs, *qh = NULL;
         uint16_t d16, dmin16;
         if (five) {
@@ -368,6 +381,7 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const nx_block_q6_K *p = (const nx_block_q6_K *)w + ib;
+        k_prefetch_ahead(p, (int)sizeof(nx_block_q6_K));
         __m256i isum[ROWS];
         for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
