@@ -11,7 +11,8 @@
  * two do not overlap); prefetching a few KB ahead makes them overlap (q4_K 1 row 49 % -> 80 %
  * of the streaming read).  A prefetch never faults, so running past the end of the row (into
  * the next row, or past the tensor at the very end) is harmless.  Each call covers the lines
- * of one block (see prefetch_ahead). */
+ * of one block (see prefetch_ahead).  2, 4 and 8 KB ahead measured the same within noise; the
+ * non-temporal hint was slower. */
 #define K_PREFETCH_AHEAD 4096
 
 /* Prefetches the block of `bytes` (a constant after inlining) that lies K_PREFETCH_AHEAD
