@@ -136,28 +136,38 @@ static const nx_gemm_ops q8_0_ops = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_pack
                                      q8_0_panel_bytes, q8_0_pack_panel, q8_0_tile};
 
 /* ---- K formats ---------------------------------------------------------------------------------
- * Activations are q8_K rows as matmul converted them.  Panel, per super-block, per weight row m
- * (KW_BYTES each):
- *   uint8 q[4][64]    codes of group g: bytes 0..31 = sub-block 2g, 32..63 = 2g+1 (q4_K/q5_K);
- *                     q6_K: see pack_q6 (the order of quant_kquant_avx512.c)
- *   int16 sc[4][32]   the scale of the sub-block each int16 maddubs lane belongs to
- *   int16 m16[16]     q4_K/q5_K: min of the sub-block of bsums lane k (k/2); q6_K: the 16 scales
- *   float d, dmin */
+ * Activations are q8_K rows as matmul converted them.  Panel: per super-block, K_MR = 2 weight
+ * rows together (KW_BYTES):
+ *   uint8 q[2][4][64]   codes of group g of row m: bytes 0..31 = sub-block 2g, 32..63 = 2g+1
+ *                       (q4_K/q5_K); q6_K: see q6_K_pack_panel (the order of quant_kquant_avx512.c)
+ *   int16 sc[2][4][32]  the scale of the sub-block each int16 maddubs lane belongs to
+ *   int16 mc[2][16]     q4_K/q5_K: the min of bsums lane k's sub-block (k/2) - rows 0 and 1 side
+ *                       by side, so one 512-bit madd with [bsums | bsums] gives both rows' mins
+ *                       term in the lower / upper 8 lanes; q6_K: the 16 scales
+ *   float dv[2][16]     d of row m in all 16 lanes
+ *   float dminv[16]     dmin of row 0 (lanes 0..7) and row 1 (lanes 8..15)
+ * The 1-row kernel's macc of row m (8 float lanes) is the lower / upper half of one zmm here: the
+ * lanes are independent, each sees the same operations in the same order. */
 #define K_MR 2
 #define K_NR 4
-#define KW_BYTES 576
-#define KW_SC 256
-#define KW_M 512
-#define KW_D 544
+#define KW_Q 0
+#define KW_SC 512
+#define KW_MC 1024
+#define KW_DV 1088
+#define KW_DMIN 1216
+#define KW_BYTES 1280
 
-static size_t k_panel_bytes(int64_t n) { return (size_t)(n / NX_QK_K) * K_MR * KW_BYTES; }
+static size_t k_panel_bytes(int64_t n) { return (size_t)(n / NX_QK_K) * KW_BYTES; }
 
 static void pack_k4(bool five, const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
     const int64_t nb = n / NX_QK_K;
-    for (int64_t ib = 0; ib < nb; ib++)
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t ib = 0; ib < nb; ib++) {
+        char *p = (char *)panel + (size_t)ib * KW_BYTES;
+        memset(p, 0, KW_BYTES);
+        float dminv[16];
         for (int m = 0; m < K_MR; m++) {
-            char *p = (char *)panel + ((size_t)ib * K_MR + (size_t)m) * KW_BYTES;
-            memset(p, 0, KW_BYTES);
+            for (int l = 0; l < 8; l++) dminv[8 * m + l] = 0.0f;
             if (m >= rows) continue;
             const char *wr = (const char *)w + (size_t)m * row_bytes;
             const uint8_t *scales, *qs, *qh = NULL;
@@ -171,25 +181,31 @@ static void pack_k4(bool five, const void *w, size_t row_bytes, int rows, int64_
             }
             uint8_t sc[8], mn[8];
             nx_k4_unpack_scales(scales, sc, mn);
-            uint8_t *q = (uint8_t *)p;
-            int16_t scl[4][32], m16[16];
-            for (int g = 0; g < 4; g++)
-                for (int l = 0; l < 32; l++) {
-                    uint8_t lo = qs[32 * g + l] & 0x0F, hi = qs[32 * g + l] >> 4;
-                    if (five) {
-                        lo += (uint8_t)(((qh[l] >> (2 * g)) & 1) << 4);
-                        hi += (uint8_t)(((qh[l] >> (2 * g + 1)) & 1) << 4);
-                    }
-                    q[64 * g + l] = lo;
-                    q[64 * g + 32 + l] = hi;
-                    scl[g][l / 16 * 16 + l % 16] = sc[2 * g + l / 16];
+            __m512i qhz = _mm512_setzero_si512();
+            if (five) qhz = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+            for (int g = 0; g < 4; g++) {
+                /* low nibbles of the 32 bytes in bytes 0..31, high nibbles in 32..63 */
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
+                __m512i q = _mm512_and_si512(
+                    _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), low4);
+                if (five) {
+                    const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * g))),
+                                                           _mm256_set1_epi8((char)(1 << (2 * g + 1))), 1);
+                    q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qhz, sel), q, _mm512_set1_epi8(16));
                 }
-            for (int k = 0; k < 16; k++) m16[k] = mn[k / 2];
-            memcpy(p + KW_SC, scl, sizeof scl);
-            memcpy(p + KW_M, m16, sizeof m16);
-            const float df[2] = {nx_f16_to_f32(d), nx_f16_to_f32(dmin)};
-            memcpy(p + KW_D, df, sizeof df);
+                _mm512_store_si512(p + KW_Q + 256 * m + 64 * g, q);
+                const __m512i scv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])),
+                                                       _mm256_set1_epi16(sc[2 * g + 1]), 1);
+                _mm512_store_si512(p + KW_SC + 256 * m + 64 * g, scv);
+            }
+            int16_t mc[16];
+            for (int k = 0; k < 16; k++) mc[k] = mn[k / 2];
+            memcpy(p + KW_MC + 32 * m, mc, sizeof mc);
+            _mm512_store_ps(p + KW_DV + 64 * m, _mm512_set1_ps(_cvtsh_ss(d)));
+            for (int l = 0; l < 8; l++) dminv[8 * m + l] = _cvtsh_ss(dmin);
         }
+        memcpy(p + KW_DMIN, dminv, sizeof dminv);
+    }
 }
 
 static void q4_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
@@ -201,71 +217,86 @@ static void q5_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n
 
 static void q6_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
     const int64_t nb = n / NX_QK_K;
-    for (int64_t ib = 0; ib < nb; ib++)
-        for (int m = 0; m < K_MR; m++) {
-            char *p = (char *)panel + ((size_t)ib * K_MR + (size_t)m) * KW_BYTES;
-            memset(p, 0, KW_BYTES);
-            if (m >= rows) continue;
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+    for (int64_t ib = 0; ib < nb; ib++) {
+        char *p = (char *)panel + (size_t)ib * KW_BYTES;
+        memset(p, 0, KW_BYTES);
+        for (int m = 0; m < K_MR && m < rows; m++) {
             const nx_block_q6_K *b = (const nx_block_q6_K *)((const char *)w + (size_t)m * row_bytes) + ib;
-            uint8_t *q = (uint8_t *)p;
             /* zmm 2h: bytes 0..31 = low nibble of ql[64h + l] | qh bits 0..1 << 4, bytes 32..63 =
              * low nibble of ql[64h + 32 + l] | qh bits 2..3 << 4; zmm 2h+1: the high nibbles with
              * qh bits 4..5 / 6..7 (qh = qh[32h + l]) */
-            for (int h = 0; h < 2; h++)
-                for (int l = 0; l < 32; l++) {
-                    const uint8_t ql0 = b->ql[64 * h + l], ql1 = b->ql[64 * h + 32 + l], qh = b->qh[32 * h + l];
-                    q[64 * (2 * h) + l] = (uint8_t)((ql0 & 0x0F) | ((qh & 3) << 4));
-                    q[64 * (2 * h) + 32 + l] = (uint8_t)((ql1 & 0x0F) | (((qh >> 2) & 3) << 4));
-                    q[64 * (2 * h + 1) + l] = (uint8_t)((ql0 >> 4) | (((qh >> 4) & 3) << 4));
-                    q[64 * (2 * h + 1) + 32 + l] = (uint8_t)((ql1 >> 4) | (((qh >> 6) & 3) << 4));
-                }
+            for (int h = 0; h < 2; h++) {
+                const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                __m512i hi0 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                __m512i hi1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
+                                                 _mm256_srli_epi16(qh, 6), 1);
+                hi0 = _mm512_slli_epi16(_mm512_and_si512(hi0, low2), 4);
+                hi1 = _mm512_slli_epi16(_mm512_and_si512(hi1, low2), 4);
+                _mm512_store_si512(p + KW_Q + 256 * m + 64 * (2 * h), _mm512_or_si512(_mm512_and_si512(ql, low4), hi0));
+                _mm512_store_si512(p + KW_Q + 256 * m + 64 * (2 * h + 1),
+                                   _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), hi1));
+            }
             int16_t scl[4][32], s16[16];
             for (int z = 0; z < 4; z++)
                 for (int l = 0; l < 32; l++) scl[z][l] = b->scales[4 * z + l / 8]; /* lanes 8j.. -> 4z + j */
             for (int k = 0; k < 16; k++) s16[k] = b->scales[k];
-            memcpy(p + KW_SC, scl, sizeof scl);
-            memcpy(p + KW_M, s16, sizeof s16);
-            const float df[2] = {nx_f16_to_f32(b->d), 0.0f};
-            memcpy(p + KW_D, df, sizeof df);
+            memcpy(p + KW_SC + 256 * m, scl, sizeof scl);
+            memcpy(p + KW_MC + 32 * m, s16, sizeof s16);
+            _mm512_store_ps(p + KW_DV + 64 * m, _mm512_set1_ps(_cvtsh_ss(b->d)));
         }
+    }
 }
 
 /* six: q6_K (offset correction, no mins) rather than q4_K/q5_K */
 ALWAYS_INLINE void k_tile(bool six, int64_t n, const void *panel, const void *const *x, float *out) {
     const int64_t nb = n / NX_QK_K;
-    __m512 acc[K_MR][K_NR];
-    __m256 macc[K_MR][K_NR];
-    for (int m = 0; m < K_MR; m++)
-        for (int r = 0; r < K_NR; r++) {
-            acc[m][r] = _mm512_setzero_ps();
-            macc[m][r] = _mm256_setzero_ps();
-        }
+    __m512 acc[K_MR][K_NR], macc[K_NR]; /* macc: row 0 in lanes 0..7, row 1 in 8..15 */
+    for (int r = 0; r < K_NR; r++) {
+        macc[r] = _mm512_setzero_ps();
+        for (int m = 0; m < K_MR; m++) acc[m][r] = _mm512_setzero_ps();
+    }
     for (int64_t ib = 0; ib < nb; ib++) {
+        const char *p = (const char *)panel + (size_t)ib * KW_BYTES;
+        const __m512i mc = _mm512_load_si512(p + KW_MC);
+        __m512 ad[K_NR];
+        __m512i bm[K_NR];
+        for (int r = 0; r < K_NR; r++) {
+            const nx_block_q8_K *a = (const nx_block_q8_K *)x[r] + ib;
+            ad[r] = _mm512_set1_ps(a->d);
+            /* lanes k of both halves: bsums[2k] * c[2k] + bsums[2k+1] * c[2k+1] of row 0 / row 1 */
+            bm[r] = _mm512_madd_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a->bsums)), mc);
+            if (!six)
+                macc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_load_ps(p + KW_DMIN), ad[r]), _mm512_cvtepi32_ps(bm[r]),
+                                          macc[r]);
+        }
         for (int m = 0; m < K_MR; m++) {
-            const char *p = (const char *)panel + ((size_t)ib * K_MR + (size_t)m) * KW_BYTES;
-            float df[2];
-            memcpy(df, p + KW_D, sizeof df);
-            const __m256i m16 = _mm256_load_si256((const __m256i *)(p + KW_M));
+            /* this row's codes and scales stay in registers for the K_NR activation rows */
+            __m512i wq[4], ws[4];
+            for (int g = 0; g < 4; g++) {
+                wq[g] = _mm512_load_si512(p + KW_Q + 256 * m + 64 * g);
+                ws[g] = _mm512_load_si512(p + KW_SC + 256 * m + 64 * g);
+            }
+            const __m512 dv = _mm512_load_ps(p + KW_DV + 64 * m);
             for (int r = 0; r < K_NR; r++) {
                 const nx_block_q8_K *a = (const nx_block_q8_K *)x[r] + ib;
                 __m512i s = _mm512_setzero_si512();
-                for (int g = 0; g < 4; g++) {
-                    const __m512i prod = _mm512_maddubs_epi16(_mm512_load_si512(p + 64 * g),
-                                                              _mm512_loadu_si512(a->qs + 64 * g));
-                    s = _mm512_dpwssd_epi32(s, prod, _mm512_load_si512(p + KW_SC + 64 * g));
+                for (int g = 0; g < 4; g++)
+                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(wq[g], _mm512_loadu_si512(a->qs + 64 * g)), ws[g]);
+                if (six) {
+                    const __m256i corr = m == 0 ? _mm512_castsi512_si256(bm[r]) : _mm512_extracti64x4_epi64(bm[r], 1);
+                    s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
                 }
-                const __m256i bm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), m16);
-                if (six) s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(bm, 5)));
-                acc[m][r] = _mm512_fmadd_ps(_mm512_set1_ps(df[0] * a->d), _mm512_cvtepi32_ps(s), acc[m][r]);
-                if (!six)
-                    macc[m][r] = _mm256_fmadd_ps(_mm256_set1_ps(df[1] * a->d), _mm256_cvtepi32_ps(bm), macc[m][r]);
+                acc[m][r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, ad[r]), _mm512_cvtepi32_ps(s), acc[m][r]);
             }
         }
     }
     for (int r = 0; r < K_NR; r++)
-        for (int m = 0; m < K_MR; m++)
-            out[r * K_MR + m] = six ? _mm512_reduce_add_ps(acc[m][r])
-                                    : _mm512_reduce_add_ps(acc[m][r]) - hsum256(macc[m][r]);
+        for (int m = 0; m < K_MR; m++) {
+            const __m256 mh = m == 0 ? _mm512_castps512_ps256(macc[r]) : _mm512_extractf32x8_ps(macc[r], 1);
+            out[r * K_MR + m] = six ? _mm512_reduce_add_ps(acc[m][r]) : _mm512_reduce_add_ps(acc[m][r]) - hsum256(mh);
+        }
 }
 
 static void k4_tile(int64_t n, const void *panel, const void *const *x, float *out) {
