@@ -94,17 +94,12 @@ static int cmp_i32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Reads the header and the first K listed ids of the file into ids (in file order); *n_read
- * says how many the file listed (<= K). */
-static bool read_file(const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
-                      int32_t *n_read, bool *seen, nx_err *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return nx_fail(err, "draft vocabulary %s: cannot open: %s", path, strerror(errno));
+/* Reads the header and the first K listed ids of the stream into ids (in file order); *n_read
+ * says how many the file listed (<= K).  `path` names the stream in messages. */
+static bool read_stream(FILE *f, const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
+                        int32_t *n_read, bool *seen, nx_err *err) {
     char *line = nx_malloc(LINE_MAX_LEN, "draft vocabulary", err);
-    if (!line) {
-        fclose(f);
-        return false;
-    }
+    if (!line) return false;
     bool ok = false, too_long;
     long ln = 0;
     int header = 0; /* 0 magic, 1 n_vocab, 2 fingerprint, 3 tokens, 4 source, 5 entries */
@@ -212,19 +207,18 @@ static bool read_file(const char *path, uint32_t n_vocab, uint64_t fingerprint, 
     ok = true;
 done:
     free(line);
-    fclose(f);
     return ok;
 }
 
-bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
-                           nx_err *err) {
+bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, uint64_t fingerprint, int32_t K,
+                                  int32_t *ids, nx_err *err) {
     if (K < 1 || (uint32_t)K > n_vocab)
         return nx_fail(err, "--draft-vocab %d out of range (1..%" PRIu32 ", the model's vocabulary)", K, n_vocab);
     int32_t n = 0;
-    if (path) {
+    if (f) {
         bool *seen = nx_calloc(n_vocab, sizeof *seen, "draft vocabulary", err);
         if (!seen) return false;
-        bool ok = read_file(path, n_vocab, fingerprint, K, ids, &n, seen, err);
+        bool ok = read_stream(f, name, n_vocab, fingerprint, K, ids, &n, seen, err);
         if (ok && n < K) {
             /* fewer listed than wanted: the unlisted ids in increasing order */
             memset(seen, 0, n_vocab * sizeof *seen);
@@ -239,4 +233,16 @@ bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerpr
     }
     qsort(ids, (size_t)K, sizeof *ids, cmp_i32);
     return true;
+}
+
+bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
+                           nx_err *err) {
+    if (K < 1 || (uint32_t)K > n_vocab)
+        return nx_fail(err, "--draft-vocab %d out of range (1..%" PRIu32 ", the model's vocabulary)", K, n_vocab);
+    if (!path) return nx_draft_vocab_select_stream(NULL, NULL, n_vocab, fingerprint, K, ids, err);
+    FILE *f = fopen(path, "r");
+    if (!f) return nx_fail(err, "draft vocabulary %s: cannot open: %s", path, strerror(errno));
+    bool ok = nx_draft_vocab_select_stream(f, path, n_vocab, fingerprint, K, ids, err);
+    fclose(f);
+    return ok;
 }

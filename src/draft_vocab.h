@@ -24,6 +24,8 @@
 #ifndef NX_DRAFT_VOCAB_H
 #define NX_DRAFT_VOCAB_H
 
+#include <stdio.h>
+
 #include "common.h"
 #include "tokenizer.h"
 
@@ -41,5 +43,8 @@ bool nx_draft_vocab_save(const char *path, const uint64_t *counts, uint32_t n_vo
  * another vocabulary. */
 bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
                            nx_err *err);
+/* The same from an open stream (f NULL = the lowest ids); `name` names it in messages. */
+bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, uint64_t fingerprint, int32_t K,
+                                  int32_t *ids, nx_err *err);
 
 #endif
