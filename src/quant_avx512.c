@@ -324,20 +324,52 @@ size_t nx_prep_q8_0_row_bytes(int64_t n) {
     return (size_t)(128 * prep_pairs(n) + 4 * ((nb + 15) & ~(int64_t)15));
 }
 
+/* Quantises one block of 32 floats exactly like nx_from_float_q8_0 (quant_convert.c):
+ * amax = fmaxf over |x| (NaNs ignored), d = amax / 127, id = d ? 1 / d : 0, code =
+ * roundf(x * id), scale = fp16(d).  The same IEEE operations, vectorised:
+ *  - max_ps(|x|, acc) returns acc when |x| is NaN, like fmaxf;
+ *  - roundf (halves away from zero) = truncate, then add sign(t) where |t - trunc(t)| >= 0.5
+ *    (that difference is exact);
+ *  - codes are truncated from int32 to bytes (vpmovdb), as the scalar (int8_t) cast does on
+ *    x86 (a NaN product gives 0x80000000 -> 0 in both);
+ *  - fp16(d) with F16C round-to-nearest-even = nx_f32_to_f16 (tested against each other in
+ *    test_quant.c).
+ * tests/test_quant_kernels.c compares the prepared codes and scales with from_float's. */
+ALWAYS_INLINE __m128i q8_round_codes16(__m512 x, __m512 id) {
+    const __m512 t = _mm512_mul_ps(x, id);
+    __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(t, r)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_and_si512(_mm512_castps_si512(t), _mm512_set1_epi32((int)0x80000000u)),
+        _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+    r = _mm512_mask_add_ps(r, up, r, one);
+    return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r));
+}
+
 void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n) {
-    const int64_t nb = n / NX_QK, np = prep_pairs(n);
+    const int64_t nb = n / NX_QK, np = prep_pairs(n), nb16 = (nb + 15) & ~(int64_t)15;
     int8_t *codes = dst;
     int32_t *corr = (int32_t *)((char *)dst + 64 * np);
     float *scale = (float *)((char *)dst + 128 * np);
-    memset(dst, 0, nx_prep_q8_0_row_bytes(n));
     for (int64_t b = 0; b < nb; b++) {
-        nx_block_q8_0 blk;
-        nx_from_float_q8_0(src + b * NX_QK, &blk, NX_QK);
-        memcpy(codes + b * NX_QK, blk.qs, NX_QK);
-        for (int g = 0; g < NX_QK / 4; g++)
-            corr[b * 8 + g] = -128 * (blk.qs[4 * g] + blk.qs[4 * g + 1] + blk.qs[4 * g + 2] + blk.qs[4 * g + 3]);
-        scale[b] = f16(blk.d);
+        const __m512 x0 = _mm512_loadu_ps(src + b * NX_QK), x1 = _mm512_loadu_ps(src + b * NX_QK + 16);
+        const __m512 m = _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
+        const float amax = _mm512_reduce_max_ps(m);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m512 idv = _mm512_set1_ps(id);
+        const __m256i q = _mm256_set_m128i(q8_round_codes16(x1, idv), q8_round_codes16(x0, idv));
+        _mm256_storeu_si256((__m256i *)(codes + b * NX_QK), q);
+        /* sum of each group of 4 codes (dpbusd with 1s), times -128 */
+        const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+        _mm256_storeu_si256((__m256i *)(corr + b * 8), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s4, 7)));
+        scale[b] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
     }
+    if (nb & 1) { /* the missing second block of the last pair */
+        memset(codes + nb * NX_QK, 0, NX_QK);
+        memset(corr + nb * 8, 0, 8 * sizeof(int32_t));
+    }
+    for (int64_t b = nb; b < nb16; b++) scale[b] = 0.0f;
 }
 
 /* The 16 (or cnt < 16) fp16 weight scales of blocks w[0..cnt) as floats (0 past cnt). */

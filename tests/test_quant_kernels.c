@@ -269,8 +269,13 @@ static void test_prepared_q8_0_layout(void **state) {
         float *xf = malloc(sizeof(float) * (size_t)n);
         nx_block_q8_0 *ref = malloc(sizeof(nx_block_q8_0) * (size_t)nb);
         unsigned char *row = malloc(bytes);
-        for (int dist = 0; dist < DIST_COUNT; dist++) {
-            fill_dist(xf, n, dist, 1e6f, &rng);
+        for (int dist = 0; dist <= DIST_COUNT; dist++) {
+            if (dist < DIST_COUNT) {
+                fill_dist(xf, n, dist, 1e6f, &rng);
+            } else {
+                /* exact halves (amax 127 -> d = 1): roundf's ties away from zero must match */
+                for (int64_t i = 0; i < n; i++) xf[i] = i % 32 == 31 ? 127.0f : (float)(i % 32) - 15.5f;
+            }
             nx_type_get(NX_TYPE_Q8_0)->from_float(xf, ref, n);
             memset(row, 0xAB, bytes); /* every byte must be written, padding included */
             p->prepare(xf, row, n);
