@@ -65,6 +65,8 @@ struct nx_spec {
     int32_t plain_run, probe;
     int32_t warm_steps;       /* measuring steps done (see choose_N) */
     int32_t explore_run;      /* drafting steps since one drafted more than the model chose */
+    nx_spec_cost_fn cost_fn;  /* tests: synthetic pass costs instead of the clock (NULL = clock) */
+    void *cost_user;
     bool probing;
     int32_t next_N;
     nx_spec_stats st;
@@ -184,6 +186,10 @@ bool nx_spec_active(const nx_spec *s, int32_t seq) { return seq >= 0 && seq < s-
 const nx_spec_stats *nx_spec_get_stats(const nx_spec *s) { return &s->st; }
 void nx_spec_reset_stats(nx_spec *s) { memset(&s->st, 0, sizeof s->st); }
 int32_t nx_spec_current_draft(const nx_spec *s) { return s->next_N; }
+void nx_spec_set_cost_fn(nx_spec *s, nx_spec_cost_fn fn, void *user) {
+    s->cost_fn = fn;
+    s->cost_user = user;
+}
 int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts) {
     if (seq < 0 || seq >= s->n_seq) {
         *drafts = NULL;
@@ -508,6 +514,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             more = more || q->drafting;
         }
         double dt = nx_time_s() - t0;
+        if (s->cost_fn) dt = s->cost_fn(s->cost_user, NX_SPEC_COST_DRAFT, n, 1);
         s->st.t_draft += dt;
         /* Cost model samples.  A pass with one row per sequence is a plain draft pass.  Pass 0
          * also writes the backlog: while drafting continuously that is the previous step's
@@ -636,6 +643,7 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
     nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
     if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "verify");
     double t1 = nx_time_s();
+    if (s->cost_fn) t0 = t1 - s->cost_fn(s->cost_user, NX_SPEC_COST_VERIFY, n, rows_per_seq);
     s->st.t_verify += t1 - t0;
     s->st.verify_rows += n;
     ema(&s->t_ver[rows_per_seq], &s->n_ver[rows_per_seq], t1 - t0);

@@ -107,6 +107,14 @@ bool nx_spec_check(const nx_spec *s, nx_err *err);
 
 const nx_spec_stats *nx_spec_get_stats(const nx_spec *s);
 void nx_spec_reset_stats(nx_spec *s);
+/* Tests: the cost model (and the t_draft / t_verify stats) take the seconds of each MTP pass
+ * and each verify batch from fn instead of the clock, so its decisions are deterministic.
+ * rows = rows of the batch; rows_per_seq = the most rows one sequence has in it (verify) or 1
+ * (an MTP pass, whose rows beyond one per sequence are backlog rows).  fn NULL = the clock. */
+typedef enum nx_spec_cost_kind { NX_SPEC_COST_DRAFT, NX_SPEC_COST_VERIFY } nx_spec_cost_kind;
+typedef double (*nx_spec_cost_fn)(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq);
+void nx_spec_set_cost_fn(nx_spec *s, nx_spec_cost_fn fn, void *user);
+
 /* The draft tokens seq verified in the last step (after --draft-min); *drafts points into the
  * driver, valid until the next step.  For tests and reports. */
 int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts);

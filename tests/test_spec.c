@@ -346,6 +346,14 @@ static void test_spec_sampling_end_to_end(void **state) {
     spec_sampling_pit(f, f->head, "whole vocabulary");
 }
 
+/* Synthetic costs for the cost-model tests (nx_spec_set_cost_fn), so that their decisions do
+ * not depend on the machine's load: a verify with k rows per sequence costs 1 + 0.1 k units,
+ * an MTP pass 0.3 units plus 0.05 per extra row (backlog rows written by pass 0). */
+static double synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
+    (void)user;
+    return kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * rows_per_seq : 0.3 + 0.05 * (rows - 1);
+}
+
 /* With random weights nothing is accepted: the cost model must end up drafting nothing on most
  * steps (plain decoding, with occasional one-token probes). */
 static void test_cost_model_falls_back(void **state) {
@@ -362,6 +370,7 @@ static void test_cost_model_falls_back(void **state) {
     sp.draft_max = 4;
     nx_spec *s;
     assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    nx_spec_set_cost_fn(s, synth_cost, NULL);
     int32_t prompt[2] = {3, 4}, np = 2, first, out[5], n_out;
     memset(out, 0, sizeof out);
     const int32_t *pr = prompt;
@@ -399,11 +408,11 @@ static void test_cost_model_falls_back(void **state) {
 }
 
 /* The reverse: drafts that are all wrong for a while, then all right (an oracle that is wrong
- * for the first 30 tokens), under the adaptive cost model: the output must stay plain greedy
- * decoding through the plain stretch, its catch-up passes and the return to drafting, and the
- * driver must still try drafts in the second half.  How much it drafts there depends on the
- * measured costs (82-100 % of the steps in release builds, far less under ASan, where the
- * scalar parts slow down most), so that is printed, not asserted; the benchmarks cover it. */
+ * for the first 30 tokens), under the adaptive cost model with synthetic costs: the output must
+ * stay plain greedy decoding through the plain stretch, its catch-up passes and the return to
+ * drafting, and the model must draft on (almost) every step of the second half.  This caught
+ * the model counting the catch-up pass after a plain stretch (the backlog rows) as the cost of
+ * a draft pass, which kept it plain. */
 static void test_cost_model_recovers(void **state) {
     fixture *f = *state;
     enum { G = 200, WRONG = 30 };
@@ -436,6 +445,7 @@ static void test_cost_model_recovers(void **state) {
     sp.draft_max = 3;
     nx_spec *s;
     assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    nx_spec_set_cost_fn(s, synth_cost, NULL);
     assert_true(nx_spec_set_oracle(s, 0, oracle, G + 8, &err));
     const int32_t *pr = prompt;
     int32_t np = 2, first, out[4], n_out, emitted = 1;
@@ -455,7 +465,7 @@ static void test_cost_model_recovers(void **state) {
     }
     printf("cost model after a plain stretch: %lld of %lld steps in the second half drafted\n", (long long)late_drafted,
            (long long)late_steps);
-    assert_true(late_drafted > 0);
+    assert_true(late_drafted * 10 >= late_steps * 9);
     nx_spec_free(s);
     nx_mtp_free(m);
     nx_ctx_free(c);
