@@ -7,7 +7,9 @@
 * the training model, exported with export.py, gives the same trunk and MTP logits as the
   independent float64 reference tools/reference/qwen35_ref.py reading the exported HF folder;
 * the BPE trainer: merges are learned in frequency order with deterministic ties, encode/decode
-  round-trips arbitrary UTF-8 and special tokens, and training is deterministic.
+  round-trips arbitrary UTF-8 and special tokens, and training is deterministic;
+* train.py: the shape flags set the model config; a run stopped and resumed equals an uninterrupted
+  one bit for bit; resuming with a different shape is refused.
 Needs python3-torch, python3-numpy, python3-regex (scripts/deps.sh --python).
 """
 import os
@@ -21,6 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import bpe  # noqa: E402
+import numpy as np  # noqa: E402
+import train  # noqa: E402
 import export  # noqa: E402
 from model import DEFAULT_CONFIG, Qwen35MTP, chunk_gated_delta_rule  # noqa: E402
 from qwen35_ref import Qwen35Ref, gated_delta_rule_sequential  # noqa: E402
@@ -133,6 +137,36 @@ class BPE(unittest.TestCase):
             ids = enc.encode("<|im_start|>")
             self.assertEqual(ids, [len(enc.vocab) + 1])    # specials follow bytes + merges, in order
             self.assertLess(len(enc.encode(text)), len(text.encode()) // 2)
+
+
+class Train(unittest.TestCase):
+    SHAPE = ["--hidden", "32", "--ffn", "64", "--layers", "4", "--heads", "2", "--kv-heads", "1",
+             "--head-dim", "16", "--lin-k-heads", "1", "--lin-v-heads", "2", "--lin-k-dim", "16", "--lin-v-dim", "16"]
+
+    def run_train(self, data, out, steps, shape=None):
+        train.main(["--data", data, "--out", out, "--steps", str(steps), "--decay-start", "2", "--warmup", "1",
+                    "--batch", "2", "--seq", "16", "--eval-every", "2", "--eval-windows", "2"] + (shape or self.SHAPE))
+        return torch.load(os.path.join(out, "ckpt.pt"))
+
+    def test_shape_resume(self):
+        with tempfile.TemporaryDirectory() as d:
+            rng = np.random.default_rng(3)
+            rng.integers(0, 4096, 3000).astype("<u2").tofile(os.path.join(d, "train.u16"))
+            rng.integers(0, 4096, 200).astype("<u2").tofile(os.path.join(d, "heldout.u16"))
+            whole = self.run_train(d, os.path.join(d, "whole"), 4)
+            self.assertEqual(whole["step"], 4)
+            self.assertEqual((whole["config"]["hidden_size"], whole["config"]["num_hidden_layers"],
+                              whole["config"]["linear_num_value_heads"]), (32, 4, 2))
+            self.assertEqual(tuple(whole["model"]["model.layers.0.linear_attn.in_proj_qkv.weight"].shape), (64, 32))
+            part = os.path.join(d, "part")
+            self.assertEqual(self.run_train(d, part, 2)["step"], 2)
+            resumed = self.run_train(d, part, 4)
+            for k, v in whole["model"].items():
+                self.assertTrue(torch.equal(v, resumed["model"][k]), k)
+            other = list(self.SHAPE)
+            other[1] = "48"
+            with self.assertRaises(SystemExit):
+                self.run_train(d, part, 5, other)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,13 @@ DEMO_CONFIG = dict(DEFAULT_CONFIG, hidden_size=128, intermediate_size=384, num_h
                    linear_num_key_heads=2, linear_num_value_heads=4,
                    linear_key_head_dim=32, linear_value_head_dim=32)
 
+# command-line flags that set the model shape, and the config key each one sets
+SHAPE_FLAGS = [("--hidden", "hidden_size"), ("--ffn", "intermediate_size"), ("--layers", "num_hidden_layers"),
+               ("--interval", "full_attention_interval"),
+               ("--heads", "num_attention_heads"), ("--kv-heads", "num_key_value_heads"), ("--head-dim", "head_dim"),
+               ("--lin-k-heads", "linear_num_key_heads"), ("--lin-v-heads", "linear_num_value_heads"),
+               ("--lin-k-dim", "linear_key_head_dim"), ("--lin-v-dim", "linear_value_head_dim")]
+
 
 def lr_at(step, a):
     if step < a.warmup:
@@ -121,13 +128,17 @@ def main(argv=None):
     ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--save-every", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=0, help="stop (and save) after this many seconds")
+    # model shape (defaults: the first 1.6 M-parameter demo model, DEMO_CONFIG)
+    for flag, key in SHAPE_FLAGS:
+        ap.add_argument(flag, type=int, default=DEMO_CONFIG[key], help=key)
     a = ap.parse_args(argv)
+    cfg = dict(DEMO_CONFIG, **{key: getattr(a, flag[2:].replace("-", "_")) for flag, key in SHAPE_FLAGS})
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
     train = np.fromfile(os.path.join(a.data, "train.u16"), dtype=np.uint16)
     held = np.fromfile(os.path.join(a.data, "heldout.u16"), dtype=np.uint16)
-    model = Qwen35MTP(DEMO_CONFIG)
+    model = Qwen35MTP(cfg)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
@@ -136,6 +147,8 @@ def main(argv=None):
     step = 0
     if os.path.exists(ckpt):
         st = torch.load(ckpt)
+        if st["config"] != cfg:
+            sys.exit(f"train: {ckpt} was trained with config {st['config']}, not the requested {cfg}")
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         step = st["step"]
