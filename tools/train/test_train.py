@@ -8,6 +8,8 @@
   independent float64 reference tools/reference/qwen35_ref.py reading the exported HF folder;
 * the BPE trainer: merges are learned in frequency order with deterministic ties, encode/decode
   round-trips arbitrary UTF-8 and special tokens, and training is deterministic;
+* grow.py: the depth-grown model computes exactly the old model's trunk and MTP logits, and
+  train.py --init starts from it;
 * train.py: the shape flags set the model config; a run stopped and resumed equals an uninterrupted
   one bit for bit; resuming with a different shape is refused.
 Needs python3-torch, python3-numpy, python3-regex (scripts/deps.sh --python).
@@ -26,6 +28,7 @@ import bpe  # noqa: E402
 import numpy as np  # noqa: E402
 import train  # noqa: E402
 import export  # noqa: E402
+import grow  # noqa: E402
 from model import DEFAULT_CONFIG, Qwen35MTP, chunk_gated_delta_rule  # noqa: E402
 from qwen35_ref import Qwen35Ref, gated_delta_rule_sequential  # noqa: E402
 
@@ -163,6 +166,31 @@ class Train(unittest.TestCase):
             resumed = self.run_train(d, part, 4)
             for k, v in whole["model"].items():
                 self.assertTrue(torch.equal(v, resumed["model"][k]), k)
+            # grow the 4-layer run to 8 layers: same function, and --init trains from it
+            state, cfg = grow.grow(whole["model"], whole["config"], 8)
+            old, new = Qwen35MTP(whole["config"]), Qwen35MTP(cfg)
+            old.load_state_dict(whole["model"])
+            new.load_state_dict(state)
+            self.assertEqual(new.model.layers[7].kind, "full_attention")
+            self.assertEqual(new.model.layers[4].mlp.down_proj.weight.abs().max().item(), 0.0)
+            ids = torch.randint(0, 4096, (2, 20), generator=torch.Generator().manual_seed(4))
+            with torch.no_grad():
+                (lo, ho), (ln, hn) = old(ids), new(ids)
+                self.assertTrue(torch.equal(lo, ln))
+                self.assertTrue(torch.equal(old.mtp_forward(ids, ho)[0], new.mtp_forward(ids, hn)[0]))
+            init = os.path.join(d, "grown.pt")
+            torch.save({"model": state, "config": cfg, "step": 0}, init)
+            deep = list(self.SHAPE)
+            deep[5] = "8"
+            train.main(["--data", d, "--out", os.path.join(d, "deep"), "--init", init, "--steps", "1",
+                        "--batch", "2", "--seq", "16"] + deep)
+            st = torch.load(os.path.join(d, "deep", "ckpt.pt"))
+            self.assertEqual(st["step"], 1)
+            moved = (st["model"]["model.layers.4.mlp.down_proj.weight"]).abs().max().item()
+            self.assertGreater(moved, 0.0)                  # the new layers learn
+            self.assertLess(moved, 0.01)                    # from the grown start, not a random one
+            with self.assertRaises(ValueError):
+                grow.grow(whole["model"], whole["config"], 6)
             other = list(self.SHAPE)
             other[1] = "48"
             with self.assertRaises(SystemExit):

@@ -128,6 +128,8 @@ def main(argv=None):
     ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--save-every", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=0, help="stop (and save) after this many seconds")
+    ap.add_argument("--init", help="start from these parameters (e.g. grow.py's output) instead of random "
+                                   "ones, when RUN_DIR has no checkpoint yet")
     # model shape (defaults: the first 1.6 M-parameter demo model, DEMO_CONFIG)
     for flag, key in SHAPE_FLAGS:
         ap.add_argument(flag, type=int, default=DEMO_CONFIG[key], help=key)
@@ -153,6 +155,12 @@ def main(argv=None):
         opt.load_state_dict(st["opt"])
         step = st["step"]
         print(f"train: resumed at step {step}", flush=True)
+    elif a.init:
+        st = torch.load(a.init)
+        if st["config"] != cfg:
+            sys.exit(f"train: {a.init} has config {st['config']}, not the requested {cfg}")
+        model.load_state_dict(st["model"])
+        print(f"train: parameters from {a.init}, fresh optimiser, step 0", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"train: {n_params} parameters, {len(train)} train tokens, {len(held)} held-out tokens", flush=True)
     log = open(os.path.join(a.out, "log.jsonl"), "a")
