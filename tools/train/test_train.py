@@ -10,7 +10,7 @@
   round-trips arbitrary UTF-8 and special tokens, and training is deterministic;
 * grow.py: the depth-grown model computes exactly the old model's trunk and MTP logits, and
   train.py --init starts from it;
-* train.py: the shape flags set the model config; a run stopped and resumed equals an uninterrupted
+* train.py: the shape flags set the model config; a run stopped (--stop-at) and resumed equals an uninterrupted
   one bit for bit; resuming with a different shape is refused.
 Needs python3-torch, python3-numpy, python3-regex (scripts/deps.sh --python).
 """
@@ -146,9 +146,10 @@ class Train(unittest.TestCase):
     SHAPE = ["--hidden", "32", "--ffn", "64", "--layers", "4", "--heads", "2", "--kv-heads", "1",
              "--head-dim", "16", "--lin-k-heads", "1", "--lin-v-heads", "2", "--lin-k-dim", "16", "--lin-v-dim", "16"]
 
-    def run_train(self, data, out, steps, shape=None):
+    def run_train(self, data, out, steps, shape=None, extra=()):
         train.main(["--data", data, "--out", out, "--steps", str(steps), "--decay-start", "2", "--warmup", "1",
-                    "--batch", "2", "--seq", "16", "--eval-every", "2", "--eval-windows", "2"] + (shape or self.SHAPE))
+                    "--batch", "2", "--seq", "16", "--eval-every", "2", "--eval-windows", "2"] + (shape or self.SHAPE)
+                   + list(extra))
         return torch.load(os.path.join(out, "ckpt.pt"))
 
     def test_shape_resume(self):
@@ -162,7 +163,7 @@ class Train(unittest.TestCase):
                               whole["config"]["linear_num_value_heads"]), (32, 4, 2))
             self.assertEqual(tuple(whole["model"]["model.layers.0.linear_attn.in_proj_qkv.weight"].shape), (64, 32))
             part = os.path.join(d, "part")
-            self.assertEqual(self.run_train(d, part, 2)["step"], 2)
+            self.assertEqual(self.run_train(d, part, 4, extra=["--stop-at", "3"])["step"], 3)
             resumed = self.run_train(d, part, 4)
             for k, v in whole["model"].items():
                 self.assertTrue(torch.equal(v, resumed["model"][k]), k)

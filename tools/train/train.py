@@ -128,6 +128,8 @@ def main(argv=None):
     ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--save-every", type=int, default=25)
     ap.add_argument("--time-limit", type=float, default=0, help="stop (and save) after this many seconds")
+    ap.add_argument("--stop-at", type=int, default=0,
+                    help="stop (and save) after this step; the lr schedule still ends at --steps")
     ap.add_argument("--init", help="start from these parameters (e.g. grow.py's output) instead of random "
                                    "ones, when RUN_DIR has no checkpoint yet")
     # model shape (defaults: the first 1.6 M-parameter demo model, DEMO_CONFIG)
@@ -165,7 +167,7 @@ def main(argv=None):
     print(f"train: {n_params} parameters, {len(train)} train tokens, {len(held)} held-out tokens", flush=True)
     log = open(os.path.join(a.out, "log.jsonl"), "a")
     t0 = time.time()
-    while step < a.steps:
+    while step < a.steps and not (a.stop_at and step >= a.stop_at):
         ts = time.time()
         lr = lr_at(step, a)
         for gr in opt.param_groups:
@@ -191,11 +193,11 @@ def main(argv=None):
             log.write(json.dumps(ev) + "\n")
             log.flush()
             print("eval " + json.dumps(ev), flush=True)
-        stop = a.time_limit and time.time() - t0 > a.time_limit
+        stop = (a.time_limit and time.time() - t0 > a.time_limit) or step == a.stop_at
         if step % a.save_every == 0 or step == a.steps or stop:
             save(ckpt, model, opt, step, a)
         if stop:
-            print(f"train: time limit reached at step {step}", flush=True)
+            print(f"train: stopped at step {step} (--time-limit / --stop-at)", flush=True)
             break
 
 
