@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # demo.sh BUILD_DIR - the default job of `make demo`.
-# Runs the shipped demo model (models/nextn-demo.gguf: a 1.6 M-parameter Qwen3.5-architecture model
+# Runs the shipped demo model (models/nextn-demo.gguf: a 5.3 M-parameter Qwen3.5-architecture model
 # with an MTP head, trained by tools/train/ on Debian text, see models/README.md):
 #   1. `nextn run`: greedy text from a held-out prompt (Genesis 20 is not in the training set);
 #   2. `nextn spec-bench`: the same prompt decoded plain and with MTP speculative decoding in one
