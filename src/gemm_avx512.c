@@ -31,7 +31,7 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-static inline float hsum256(__m256 v) { /* same reduction order as quant_avx512_common.h */
+static inline float hsum256(__m256 v) { /* same reduction order as quant_simd_common.h */
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));

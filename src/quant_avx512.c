@@ -14,7 +14,7 @@
  * go in directly.  K formats use maddubs (u8 x s8 -> pairs in int16; no saturation since
  * 2 * 63 * 128 < 32767) and dpwssd to multiply by the int16 sub-block scales and accumulate.
  */
-#include "quant_avx512_common.h"
+#include "quant_simd_common.h"
 
 /* ---- plain formats ------------------------------------------------------------------------ */
 

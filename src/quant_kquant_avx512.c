@@ -1,7 +1,7 @@
 /* quant_kquant_avx512.c - AVX-512 (VNNI) dot kernels for the K formats q4_K, q5_K, q6_K
  * against q8_K activations; same contract and results (up to float summation order) as the
  * scalar kernels in quant_dot.c.  See quant_avx512.c for the shared shape of every kernel. */
-#include "quant_avx512_common.h"
+#include "quant_simd_common.h"
 
 /* ---- weight-stream prefetch ------------------------------------------------------------------
  * Every kernel here walks one weight row front to back, and nx_matmul hands it the rows of a

@@ -1,8 +1,9 @@
-/* quant_avx512_common.h - small inline helpers shared by the AVX-512 dot kernel files
- * (quant_avx512.c: plain and legacy formats; quant_kquant_avx512.c: K formats).  Include only
- * from *_avx512.c files (they are compiled with the AVX-512 flags). */
-#ifndef NX_QUANT_AVX512_COMMON_H
-#define NX_QUANT_AVX512_COMMON_H
+/* quant_simd_common.h - small inline helpers shared by the SIMD dot kernel files
+ * (quant_avx2.c; quant_avx512.c: plain and legacy formats; quant_kquant_avx512.c: K formats).
+ * Include only from *_avx2.c / *_avx512.c files: they are compiled with the ISA flags these
+ * helpers need (AVX + F16C at least). */
+#ifndef NX_QUANT_SIMD_COMMON_H
+#define NX_QUANT_SIMD_COMMON_H
 
 #include "quant_impl.h"
 
