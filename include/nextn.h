@@ -200,7 +200,7 @@ void nextn_sampler_reset(nextn_sampler *s);
 
 /* ---- speculative decoding with the MTP head ---------------------------------------------
  * A nextn_spec owns a target context (with recurrent snapshot slots for O(1) rollback), the
- * MTP head's context and one sampler, for one sequence.  Each step drafts up to draft_max
+ * MTP head's context and a sampler per sequence, for one sequence (or several, below).  Each step drafts up to draft_max
  * tokens with the MTP head, verifies them in one target batch and emits 1 .. draft_max + 1
  * tokens; greedy output is identical to plain decoding, sampled output follows the same
  * distribution (exact speculative sampling).  Where the MTP weights come from: mtp_model if
@@ -243,6 +243,18 @@ int32_t nextn_spec_max_step_tokens(const nextn_spec *s); /* room `out` needs in 
 bool nextn_spec_prefill(nextn_spec *s, const int32_t *ids, int32_t n, int32_t *first, nextn_error *err);
 /* One step: *n_out tokens (1 .. min(max_out, max_step_tokens)) into out. */
 bool nextn_spec_step(nextn_spec *s, int32_t max_out, int32_t *out, int32_t *n_out, nextn_error *err);
+/* Several sequences (continuous batching, e.g. a server's slots): create with cp->n_seq = S > 1.
+ * A sequence joins with nextn_spec_prefill_seq (while the others keep generating; smp gives it
+ * its own sampler, NULL = the creation-time one), every nextn_spec_step_seqs advances all
+ * active sequences in one draft pass per draft position and ONE verify batch (out: S x
+ * max_step_tokens tokens, sequence s at out + s * max_step_tokens, n_out[s] of them; max_out[s]
+ * >= 1 for every active sequence), and nextn_spec_seq_clear ends one and frees its caches for
+ * the next.  nextn_spec_step needs S == 1. */
+int32_t nextn_spec_n_seq(const nextn_spec *s);
+bool nextn_spec_prefill_seq(nextn_spec *s, int32_t seq, const int32_t *ids, int32_t n, const nextn_sampler_params *smp,
+                            int32_t *first, nextn_error *err);
+bool nextn_spec_step_seqs(nextn_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nextn_error *err);
+bool nextn_spec_seq_clear(nextn_spec *s, int32_t seq, nextn_error *err);
 void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *stats);
 /* Memory of the target context (KV, recurrent state with its snapshot slots, scratch). */
 void nextn_spec_memory(const nextn_spec *s, nextn_memory *mem);

@@ -18,12 +18,27 @@ struct nextn_spec {
     nx_mtp *mtp;
     nx_spec *drv;
     int32_t stride;
+    int32_t n_seq;
     char notice[256];
 };
 
 static bool pass(nextn_error *err, const nx_err *ie) {
     if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
     return false;
+}
+
+static nx_sampler_params to_nx_sampling(const nextn_sampler_params *sm) {
+    nx_sampler_params p = nx_sampler_default_params();
+    p.temp = sm->temp;
+    p.top_k = sm->top_k;
+    p.top_p = sm->top_p;
+    p.min_p = sm->min_p;
+    p.penalty_last_n = sm->penalty_last_n;
+    p.penalty_repeat = sm->penalty_repeat;
+    p.penalty_freq = sm->penalty_freq;
+    p.penalty_present = sm->penalty_present;
+    p.seed = sm->seed;
+    return p;
 }
 
 nextn_spec_params nextn_spec_default_params(void) {
@@ -54,6 +69,10 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     nextn_context_params c = cp ? *cp : nextn_context_default_params();
     nextn_spec_params p = params ? *params : nextn_spec_default_params();
     nextn_sampler_params sm = smp ? *smp : nextn_sampler_default_params();
+    if (c.n_seq < 1 || c.n_seq > 256) {
+        if (err) snprintf(err->msg, sizeof err->msg, "spec: n_seq %d out of range (1..256)", c.n_seq);
+        return false;
+    }
     if (p.draft_max < 1 || p.draft_max > 16) {
         if (err) snprintf(err->msg, sizeof err->msg, "--draft-max %d out of range (1..16)", p.draft_max);
         return false;
@@ -90,29 +109,21 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     if (!s->pool) goto fail;
     nx_ctx_params xp = nx_ctx_default_params();
     xp.n_ctx = c.n_ctx;
-    xp.n_seq = 1;
+    xp.n_seq = c.n_seq;
     xp.n_snapshots = s->head ? p.draft_max : 0;
     xp.kv_type = c.kv_type == NEXTN_KV_F32 ? NX_KV_F32 : NX_KV_F16;
     if (!nx_ctx_create(&s->ctx, m, &xp, s->pool, &ie)) goto fail;
-    if (s->head && !nx_mtp_create(&s->mtp, s->head, c.n_ctx, 1, xp.kv_type, s->pool, &ie)) goto fail;
+    if (s->head && !nx_mtp_create(&s->mtp, s->head, c.n_ctx, c.n_seq, xp.kv_type, s->pool, &ie)) goto fail;
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = p.draft_max;
     sp.draft_min = p.draft_min;
     sp.draft_p_min = p.draft_p_min;
     sp.adaptive = p.adaptive;
     sp.penalize_prompt = p.penalize_prompt;
-    sp.sampling = nx_sampler_default_params();
-    sp.sampling.temp = sm.temp;
-    sp.sampling.top_k = sm.top_k;
-    sp.sampling.top_p = sm.top_p;
-    sp.sampling.min_p = sm.min_p;
-    sp.sampling.penalty_last_n = sm.penalty_last_n;
-    sp.sampling.penalty_repeat = sm.penalty_repeat;
-    sp.sampling.penalty_freq = sm.penalty_freq;
-    sp.sampling.penalty_present = sm.penalty_present;
-    sp.sampling.seed = sm.seed;
+    sp.sampling = to_nx_sampling(&sm);
     if (!nx_spec_create(&s->drv, s->ctx, s->mtp, &sp, &ie)) goto fail;
     s->stride = (s->mtp ? p.draft_max : 0) + 1;
+    s->n_seq = c.n_seq;
     *out = s;
     return true;
 fail:
@@ -135,7 +146,34 @@ bool nextn_spec_prefill(nextn_spec *s, const int32_t *ids, int32_t n, int32_t *f
 
 bool nextn_spec_step(nextn_spec *s, int32_t max_out, int32_t *out, int32_t *n_out, nextn_error *err) {
     nx_err ie;
+    if (s->n_seq != 1) {
+        if (err) snprintf(err->msg, sizeof err->msg, "spec: %d sequences: use nextn_spec_step_seqs", s->n_seq);
+        return false;
+    }
     if (!nx_spec_step(s->drv, &max_out, out, n_out, &ie)) return pass(err, &ie);
+    return true;
+}
+
+int32_t nextn_spec_n_seq(const nextn_spec *s) { return s->n_seq; }
+
+bool nextn_spec_prefill_seq(nextn_spec *s, int32_t seq, const int32_t *ids, int32_t n, const nextn_sampler_params *smp,
+                            int32_t *first, nextn_error *err) {
+    nx_err ie;
+    nx_sampler_params p;
+    if (smp) p = to_nx_sampling(smp);
+    if (!nx_spec_prefill_seq(s->drv, seq, ids, n, smp ? &p : NULL, first, &ie)) return pass(err, &ie);
+    return true;
+}
+
+bool nextn_spec_step_seqs(nextn_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nextn_error *err) {
+    nx_err ie;
+    if (!nx_spec_step(s->drv, max_out, out, n_out, &ie)) return pass(err, &ie);
+    return true;
+}
+
+bool nextn_spec_seq_clear(nextn_spec *s, int32_t seq, nextn_error *err) {
+    nx_err ie;
+    if (!nx_spec_seq_clear(s->drv, seq, &ie)) return pass(err, &ie);
     return true;
 }
 

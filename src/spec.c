@@ -27,6 +27,7 @@ typedef struct seq_state {
     int32_t *mir_tok;         /* [mir_cap] */
     float *mir_h;             /* [mir_cap][E] */
     nx_sampler *smp;
+    bool greedy;              /* this sequence's sampler has temperature 0 */
     nx_dist *q;               /* [draft_max] draft distributions (T > 0) */
     int32_t draft[NX_SPEC_MAX_DRAFT];
     int32_t n_draft;
@@ -43,7 +44,6 @@ struct nx_spec {
     nx_mtp *mtp;
     nx_spec_params p;
     int32_t n_seq, E, V, n_ctx, mir_cap;
-    bool greedy;
     seq_state *seq;
     nx_dist pd, scratch;
     float *dfull;             /* [V] draft logits scattered to token ids when the MTP head has a
@@ -136,7 +136,6 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     s->E = (int32_t)hp->n_embd;
     s->V = (int32_t)hp->n_vocab;
     s->n_ctx = cp->n_ctx;
-    s->greedy = p->sampling.temp <= 0.0f;
     s->mir_cap = MIRROR_CAP + s->p.draft_max + 2;
     s->probe = PROBE_MIN;
     const size_t E = (size_t)s->E;
@@ -151,6 +150,7 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
         q->mir_h = q->chain_h ? nx_alloc_aligned((size_t)s->mir_cap * E * sizeof(float), "mirror rows", err) : NULL;
         q->mir_tok = q->mir_h ? nx_malloc((size_t)s->mir_cap * sizeof *q->mir_tok, "mirror rows", err) : NULL;
         if (!q->mir_tok || !nx_sampler_create(&q->smp, s->V, &sp, err)) goto fail;
+        q->greedy = sp.temp <= 0.0f;
         memset(q->pending_h, 0, E * sizeof(float));
         if (s->p.draft_max > 0) {
             q->q = nx_calloc((size_t)s->p.draft_max, sizeof *q->q, "draft distributions", err);
@@ -213,8 +213,8 @@ bool nx_spec_check(const nx_spec *s, nx_err *err) {
 
 bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err) {
     if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "oracle: sequence %d out of range", seq);
-    if (!s->greedy) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
     seq_state *q = &s->seq[seq];
+    if (!q->greedy) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
     free(q->oracle);
     q->oracle = nx_malloc((size_t)NX_MAX(n, 1) * sizeof *q->oracle, "oracle tokens", err);
     if (!q->oracle) return false;
@@ -241,58 +241,108 @@ static bool mirror_batch(nx_spec *s, int32_t n, nx_err *err) {
     return nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err);
 }
 
+/* Forgets everything the driver keeps for sequence i (not its caches). */
+static void reset_seq(nx_spec *s, seq_state *q) {
+    q->active = false;
+    q->n_mir = 0;
+    q->base = 0;
+    q->stale = false;
+    q->n_draft = 0;
+    memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
+    nx_sampler_reset(q->smp);
+}
+
+static bool check_prompt(const nx_spec *s, int32_t seq, int32_t n_prompt, nx_err *err) {
+    if (n_prompt <= 0) return nx_fail(err, "prefill: sequence %d has an empty prompt", seq);
+    if (n_prompt >= s->n_ctx)
+        return nx_fail(err, "prefill: prompt of sequence %d has %d tokens, the context holds %d", seq, n_prompt,
+                       s->n_ctx);
+    if (nx_ctx_n_past(s->tgt, seq) != 0 || (s->mtp && nx_mtp_n_past(s->mtp, seq) != 0))
+        return nx_fail(err, "prefill: sequence %d is not empty", seq);
+    return true;
+}
+
+/* Decodes the prompts of sequences seqs[0..n) (reset, empty) in batched chunks, mirrors them
+ * into the MTP cache, samples each one's first token into first[k] and activates it. */
+static bool prefill_seqs(nx_spec *s, int32_t n, const int32_t *seqs, const int32_t *const *prompt,
+                         const int32_t *n_prompt, int32_t *first, nx_err *err) {
+    double t0 = nx_time_s();
+    int32_t k = 0, pi = 0;
+    while (k < n) {
+        int32_t rows = 0;
+        while (rows < PREFILL_CHUNK && k < n) {
+            seq_state *q = &s->seq[seqs[k]];
+            if (s->p.penalize_prompt && !nx_sampler_accept(q->smp, prompt[k][pi], err)) return false;
+            s->b_tok[rows] = prompt[k][pi];
+            s->b_pos[rows] = pi;
+            s->b_seq[rows] = seqs[k];
+            s->b_lg[rows] = pi == n_prompt[k] - 1;
+            if (s->b_lg[rows]) q->row = k; /* which first[] slot this sequence fills */
+            rows++;
+            if (++pi == n_prompt[k]) {
+                k++;
+                pi = 0;
+            }
+        }
+        nx_batch b = {rows, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+        if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
+        for (int32_t t = 0; t < rows; t++) {
+            if (!s->b_lg[t]) continue;
+            seq_state *q = &s->seq[s->b_seq[t]];
+            int32_t *f = &first[q->row];
+            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, t), f, err) || !nx_sampler_accept(q->smp, *f, err))
+                return false;
+            q->id_last = *f;
+            q->active = true;
+        }
+        if (!mirror_batch(s, rows, err)) return nx_fail_prefix(err, "prefill MTP mirror");
+    }
+    s->st.t_prefill += nx_time_s() - t0;
+    return true;
+}
+
 bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, const int32_t *n_prompt,
                      int32_t *first, nx_err *err) {
     if (n_seq <= 0 || n_seq > s->n_seq)
         return nx_fail(err, "prefill: %d sequences (the context has %d)", n_seq, s->n_seq);
-    for (int32_t i = 0; i < n_seq; i++) {
-        if (n_prompt[i] <= 0) return nx_fail(err, "prefill: sequence %d has an empty prompt", i);
-        if (n_prompt[i] >= s->n_ctx)
-            return nx_fail(err, "prefill: prompt of sequence %d has %d tokens, the context holds %d", i, n_prompt[i],
-                           s->n_ctx);
-        if (nx_ctx_n_past(s->tgt, i) != 0 || (s->mtp && nx_mtp_n_past(s->mtp, i) != 0))
-            return nx_fail(err, "prefill: sequence %d is not empty", i);
+    for (int32_t i = 0; i < n_seq; i++)
+        if (!check_prompt(s, i, n_prompt[i], err)) return false;
+    int32_t *seqs = nx_malloc((size_t)n_seq * sizeof *seqs, "prefill", err);
+    if (!seqs) return false;
+    for (int32_t i = 0; i < s->n_seq; i++) reset_seq(s, &s->seq[i]);
+    for (int32_t i = 0; i < n_seq; i++) seqs[i] = i;
+    bool ok = prefill_seqs(s, n_seq, seqs, prompt, n_prompt, first, err);
+    free(seqs);
+    return ok;
+}
+
+bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt,
+                         const nx_sampler_params *sampling, int32_t *first, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "prefill: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    if (s->seq[seq].active) return nx_fail(err, "prefill: sequence %d is active", seq);
+    if (!check_prompt(s, seq, n_prompt, err)) return false;
+    seq_state *q = &s->seq[seq];
+    if (sampling) {
+        nx_sampler *smp;
+        if (!nx_sampler_create(&smp, s->V, sampling, err)) return false;
+        nx_sampler_free(q->smp);
+        q->smp = smp;
+        q->greedy = sampling->temp <= 0.0f;
+        if (!q->greedy && q->oracle) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
     }
-    double t0 = nx_time_s();
-    for (int32_t i = 0; i < s->n_seq; i++) {
-        seq_state *q = &s->seq[i];
-        q->active = false;
-        q->n_mir = 0;
-        q->base = 0;
-        q->stale = false;
-        memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
-        nx_sampler_reset(q->smp);
-    }
-    int32_t si = 0, pi = 0;
-    while (si < n_seq) {
-        int32_t n = 0;
-        while (n < PREFILL_CHUNK && si < n_seq) {
-            if (s->p.penalize_prompt && !nx_sampler_accept(s->seq[si].smp, prompt[si][pi], err)) return false;
-            s->b_tok[n] = prompt[si][pi];
-            s->b_pos[n] = pi;
-            s->b_seq[n] = si;
-            s->b_lg[n] = pi == n_prompt[si] - 1;
-            n++;
-            if (++pi == n_prompt[si]) {
-                si++;
-                pi = 0;
-            }
-        }
-        nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
-        if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
-        for (int32_t t = 0; t < n; t++) {
-            if (!s->b_lg[t]) continue;
-            seq_state *q = &s->seq[s->b_seq[t]];
-            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, t), &first[s->b_seq[t]], err) ||
-                !nx_sampler_accept(q->smp, first[s->b_seq[t]], err))
-                return false;
-            q->id_last = first[s->b_seq[t]];
-            q->active = true;
-        }
-        if (!mirror_batch(s, n, err)) return nx_fail_prefix(err, "prefill MTP mirror");
-    }
-    s->st.t_prefill += nx_time_s() - t0;
-    return true;
+    reset_seq(s, q);
+    return prefill_seqs(s, 1, &seq, &prompt, &n_prompt, first, err);
+}
+
+bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    seq_state *q = &s->seq[seq];
+    reset_seq(s, q);
+    free(q->oracle);
+    q->oracle = NULL;
+    q->n_oracle = 0;
+    if (!nx_ctx_seq_clear(s->tgt, seq, err)) return false;
+    return !s->mtp || nx_mtp_clear(s->mtp, seq, err);
 }
 
 /* ---- cost model ---------------------------------------------------------------------------- */
@@ -410,7 +460,7 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
         }
         d = q->oracle[at];
         top = 1.0;
-    } else if (s->greedy) {
+    } else if (q->greedy) {
         if (!nx_sampler_sample(q->smp, logits, &d, err)) return false;
         top = 1.0;
         if (s->p.draft_p_min > 0.0f) {
@@ -562,7 +612,7 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
     for (; k < q->n_draft; k++) {
         const float *lg = nx_ctx_logits(s->tgt, q->row + k);
         bool acc;
-        if (s->greedy) {
+        if (q->greedy) {
             if (!nx_sampler_sample(q->smp, lg, &tok, err)) return false;
             acc = tok == q->draft[k];
         } else {

@@ -87,6 +87,15 @@ void nx_spec_free(nx_spec *s);
  * them.  Other sequences are inactive. */
 bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, const int32_t *n_prompt,
                      int32_t *first, nx_err *err);
+/* Continuous batching (the server): decodes the prompt of one inactive, empty sequence while
+ * the others keep their state, samples its first token and activates it.  sampling != NULL
+ * gives the sequence its own sampler (temperature, seed, penalties); NULL keeps the one it has
+ * (reset: history cleared, re-seeded).  Draft and verify batches then mix sequences with
+ * different samplers; greedy and sampled sequences may share a step. */
+bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt,
+                         const nx_sampler_params *sampling, int32_t *first, nx_err *err);
+/* Deactivates a sequence and empties its target and MTP caches (a finished request). */
+bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err);
 
 /* One step for every active sequence.  out[s * (D + 1) ...] receives n_out[s] tokens, where D =
  * draft_max, or 0 when the driver has no MTP context

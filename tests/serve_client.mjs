@@ -48,10 +48,15 @@ if (mode === "spec") {
   // speculative server: greedy output identical to plain `nextn run`, one and several at once
   const r = await post("/v1/completions", greedy(p0));
   check("spec: greedy completion equals nextn run", r.status === 200 && r.json.choices[0].text === p0.text, r.json);
-  const all = await Promise.all(want.prompts.map((p, i) => i % 2 ? stream("/v1/completions", greedy(p)) : post("/v1/completions", greedy(p))));
+  // six greedy requests and a seeded sampled one on three slots: one shared verify batch per step
+  const sampled = { prompt: p0.prompt, max_tokens: want.spec_sampled.n, temperature: 1, seed: 5, ignore_eos: true };
+  const [smp, ...all] = await Promise.all([post("/v1/completions", sampled),
+    ...want.prompts.map((p, i) => i % 2 ? stream("/v1/completions", greedy(p)) : post("/v1/completions", greedy(p)))]);
   check("spec: concurrent greedy requests (streamed and not) equal nextn run",
     all.every((a, i) => (a.events ? textOf(a.events) : a.json?.choices[0].text) === want.prompts[i].text),
     all.map((a) => (a.events ? textOf(a.events) : a.json?.choices[0].text)));
+  check("spec: a seeded sampled request among them equals nextn run --spec mtp alone",
+    smp.status === 200 && smp.json.choices[0].text === want.spec_sampled.text, [smp.json, want.spec_sampled.text]);
   process.exit(failed);
 }
 

@@ -30,6 +30,13 @@ prompts=("In the beginning God created" "And the LORD said unto Moses" "def main
   text=$(run -p "${prompts[0]}" -n 20 --temp 1 --seed 5 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}  # run ends its output with a newline
   node -e 'process.stdout.write(JSON.stringify({n:20,text:process.argv[1]}))' "$text" | sed 's/^/"sampled": /'
   echo ','
+  # the same request decoded speculatively alone (fixed draft length: the random draws of a
+  # sampled speculative run depend on the draft length, not on the other sequences)
+  text=$(run -p "${prompts[0]}" -n 20 --temp 1 --seed 5 --ignore-eos --spec mtp --draft-max 3 --no-adaptive \
+         --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"; printf x)
+  text=${text%x}; text=${text%$'\n'}
+  node -e 'process.stdout.write(JSON.stringify({n:20,text:process.argv[1]}))' "$text" | sed 's/^/"spec_sampled": /'
+  echo ','
   text=$(run -p "Who made the earth?" --chat -n 24 --temp 0 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}  # run ends its output with a newline
   node -e 'process.stdout.write(JSON.stringify({user:"Who made the earth?",n:24,text:process.argv[1]}))' "$text" | sed 's/^/"chat": /'
   echo '}'
@@ -56,7 +63,7 @@ kill -TERM "$srv"
 for _ in $(seq 100); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
 check "SIGTERM: the server exits 0 and says so" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ] && grep -q "shutting down" "$tmp/serve.log"'
 
-start "$tmp/spec.log" -np 2 -c 512 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2 \
+start "$tmp/spec.log" -np 3 -c 512 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2 \
       --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"
 check "speculative server starts" '[ -n "$base" ] && grep -q "speculative mtp" "$tmp/spec.log"'
 [ -n "$base" ] && { node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" spec || fail=1; }

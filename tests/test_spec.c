@@ -180,6 +180,136 @@ static void test_greedy_spec_equals_plain(void **state) {
     }
 }
 
+/* ---- continuous batching: sequences join and leave a running driver ------------------------- */
+
+/* Sampler of prompt pi in the continuous-batching test: even prompts greedy, odd ones sampled
+ * with their own temperature and seed. */
+static nx_sampler_params cb_sampling(int pi) {
+    nx_sampler_params p = nx_sampler_greedy_params();
+    if (pi % 2) {
+        p = nx_sampler_default_params();
+        p.temp = 0.6f + 0.1f * (float)(pi % 5);
+        p.seed = 1000 + (uint64_t)pi;
+    }
+    return p;
+}
+
+/* Runs prompt pi alone in a one-sequence driver (fixed draft length N); out receives GEN + 1
+ * tokens.  The reference for the same prompt decoded among others. */
+static void cb_alone(fixture *f, int pi, int N, int32_t *out) {
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = NCTX;
+    cp.n_snapshots = N;
+    nx_ctx *c;
+    nx_mtp *m;
+    nx_spec *s;
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = N;
+    sp.adaptive = false;
+    nx_sampler_params smp = cb_sampling(pi);
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, NCTX, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    if (!nx_spec_prefill_seq(s, 0, f->prompt[pi], f->n_prompt[pi], &smp, &out[0], &err)) fail_msg("%s", err.msg);
+    int32_t n = 1, buf[17], n_out;
+    while (n < GEN + 1) {
+        int32_t max_out = GEN + 1 - n;
+        if (!nx_spec_step(s, &max_out, buf, &n_out, &err)) fail_msg("%s", err.msg);
+        for (int j = 0; j < n_out; j++) out[n++] = buf[j];
+    }
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
+/* Four slots, 40 prompts: a prompt is admitted (nx_spec_prefill_seq) as soon as a slot is free,
+ * while the other slots are mid-generation; a finished one is cleared (nx_spec_seq_clear) and
+ * its slot reused.  Greedy and sampled sequences share steps.  Every sequence's tokens must
+ * equal those of the same prompt and sampler decoded alone (greedy ones: plain greedy too). */
+static void test_continuous_batching(void **state) {
+    fixture *f = *state;
+    enum { SLOTS = 4, N = 3, PROMPTS = 40 };
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = NCTX;
+    cp.n_seq = SLOTS;
+    cp.n_snapshots = N;
+    nx_ctx *c;
+    nx_mtp *m;
+    nx_spec *s;
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = N;
+    sp.adaptive = false;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, NCTX, SLOTS, NX_KV_F16, f->pool, &err));
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    int slot_prompt[SLOTS], n_got[SLOTS];
+    int32_t got[SLOTS][GEN + 1], out[SLOTS * (N + 1)], n_out[SLOTS], max_out[SLOTS];
+    for (int i = 0; i < SLOTS; i++) slot_prompt[i] = -1;
+    int next = 0, done = 0, steps = 0, overlapped = 0;
+    while (done < PROMPTS) {
+        /* admit one prompt per step at most, so that slots start at different times */
+        for (int i = 0; i < SLOTS && next < PROMPTS; i++) {
+            if (slot_prompt[i] >= 0) continue;
+            nx_sampler_params smp = cb_sampling(next);
+            if (!nx_spec_prefill_seq(s, i, f->prompt[next], f->n_prompt[next], &smp, &got[i][0], &err))
+                fail_msg("%s", err.msg);
+            assert_true(nx_spec_active(s, i));
+            slot_prompt[i] = next++;
+            n_got[i] = 1;
+            break;
+        }
+        int busy = 0;
+        for (int i = 0; i < SLOTS; i++) {
+            max_out[i] = slot_prompt[i] >= 0 ? GEN + 1 - n_got[i] : 0;
+            busy += slot_prompt[i] >= 0;
+        }
+        overlapped += busy > 1;
+        if (!nx_spec_step(s, max_out, out, n_out, &err)) fail_msg("%s", err.msg);
+        if (!nx_spec_check(s, &err)) fail_msg("%s", err.msg);
+        steps++;
+        for (int i = 0; i < SLOTS; i++) {
+            if (slot_prompt[i] < 0) {
+                assert_int_equal(n_out[i], 0);
+                continue;
+            }
+            for (int j = 0; j < n_out[i]; j++) got[i][n_got[i]++] = out[i * (N + 1) + j];
+            if (n_got[i] < GEN + 1) continue;
+            const int pi = slot_prompt[i];
+            int32_t ref[GEN + 1];
+            cb_alone(f, pi, N, ref);
+            for (int j = 0; j <= GEN; j++) {
+                if (got[i][j] != ref[j])
+                    fail_msg("prompt %d in slot %d: token %d is %d, alone it is %d", pi, i, j, got[i][j], ref[j]);
+                if (pi % 2 == 0 && got[i][j] != f->plain[pi][f->n_prompt[pi] + j])
+                    fail_msg("prompt %d (greedy): token %d is %d, plain greedy gives %d", pi, j, got[i][j],
+                             f->plain[pi][f->n_prompt[pi] + j]);
+            }
+            if (!nx_spec_seq_clear(s, i, &err)) fail_msg("%s", err.msg);
+            assert_false(nx_spec_active(s, i));
+            slot_prompt[i] = -1;
+            done++;
+        }
+    }
+    printf("continuous batching: %d prompts through %d slots in %d steps (%d with several sequences), drafted %lld, "
+           "accepted %lld\n", PROMPTS, SLOTS, steps, overlapped, (long long)nx_spec_get_stats(s)->drafted,
+           (long long)nx_spec_get_stats(s)->accepted);
+    assert_true(overlapped > PROMPTS);
+    /* misuse: an active sequence cannot be prefilled again; out-of-range sequences */
+    int32_t first;
+    nx_sampler_params g = nx_sampler_greedy_params();
+    assert_true(nx_spec_prefill_seq(s, 0, f->prompt[0], f->n_prompt[0], &g, &first, &err));
+    assert_false(nx_spec_prefill_seq(s, 0, f->prompt[0], f->n_prompt[0], &g, &first, &err));
+    assert_non_null(strstr(err.msg, "active"));
+    assert_false(nx_spec_prefill_seq(s, SLOTS, f->prompt[0], f->n_prompt[0], &g, &first, &err));
+    assert_non_null(strstr(err.msg, "out of range"));
+    assert_false(nx_spec_seq_clear(s, -1, &err));
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
 /* ---- (c) exact sampling --------------------------------------------------------------------- */
 
 static double chi2(const int64_t *obs, const double *p, int n, int64_t total) {
@@ -777,6 +907,7 @@ static void test_bad_params(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_spec_equals_plain),
+        cmocka_unit_test(test_continuous_batching),
         cmocka_unit_test(test_accept_residual_chi2),
         cmocka_unit_test(test_spec_sampling_end_to_end),
         cmocka_unit_test(test_cost_model_falls_back),

@@ -14,7 +14,6 @@ typedef struct slot {
     int32_t last;           /* last sampled token, next to be decoded (plain mode) */
     int32_t row;            /* batch row whose logits this slot samples from, -1 none */
     nextn_sampler *smp;     /* plain mode */
-    nextn_spec *spec;       /* speculative mode */
     nextn_stream *detok;
 } slot;
 
@@ -27,8 +26,10 @@ struct nx_srv_engine {
     /* batch arrays, n_batch rows */
     int32_t *b_tok, *b_pos, *b_seq;
     int8_t *b_logits;
-    int32_t *spec_out;      /* speculative mode: tokens of one step */
-    int32_t spec_out_cap;
+    nextn_spec *spec;       /* speculative mode: one generator, one sequence per slot */
+    int32_t spec_stride;    /* tokens one sequence may emit per step */
+    int32_t *spec_out;      /* [n_slots * spec_stride] tokens of one step */
+    int32_t *spec_n_out, *spec_max; /* [n_slots] */
 
     pthread_t thread;
     bool thread_started;
@@ -44,13 +45,11 @@ struct nx_srv_engine {
 
 static void slot_release(nx_srv_engine *e, slot *s) {
     nextn_sampler_free(s->smp);
-    nextn_spec_free(s->spec);
     nextn_stream_free(s->detok);
     if (s->req) nx_srv_req_unref(s->req);
-    if (e->ctx) {
-        nextn_error ignored;
-        nextn_seq_clear(e->ctx, (int32_t)(s - e->slots), &ignored);
-    }
+    nextn_error ignored;
+    if (e->ctx) nextn_seq_clear(e->ctx, (int32_t)(s - e->slots), &ignored);
+    if (e->spec) nextn_spec_seq_clear(e->spec, (int32_t)(s - e->slots), &ignored);
     memset(s, 0, sizeof *s);
     s->row = -1;
     pthread_mutex_lock(&e->mu);
@@ -129,16 +128,7 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
         slot_fail(e, s, err.msg);
         return false;
     }
-    if (e->p.spec) {
-        nextn_context_params cp = nextn_context_default_params();
-        cp.n_ctx = e->p.n_ctx;
-        cp.n_threads = e->p.n_threads;
-        cp.kv_type = e->p.kv_type;
-        if (!nextn_spec_create(&s->spec, e->model, &cp, &e->p.spec_params, &r->smp, &err)) {
-            slot_fail(e, s, err.msg);
-            return false;
-        }
-    } else {
+    if (!e->p.spec) {
         if (!nextn_sampler_create(&s->smp, e->model, &r->smp, &err)) {
             slot_fail(e, s, err.msg);
             return false;
@@ -245,32 +235,43 @@ static void step_plain(nx_srv_engine *e) {
     }
 }
 
-/* Speculative mode: prefill or one draft+verify step per busy slot. */
+/* Speculative mode: the prompts of newly admitted slots (each decoded alone, with its own
+ * sampler), then one step of the shared generator for every generating slot: one draft pass
+ * per draft position and ONE verify batch over all of them. */
 static void step_spec(nx_srv_engine *e) {
+    nextn_error err;
     for (int i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
-        if (s->state == SLOT_FREE) continue;
-        nextn_error err;
-        if (s->state == SLOT_PREFILL) {
-            int32_t first;
-            if (!nextn_spec_prefill(s->spec, s->req->prompt, s->req->n_prompt, &first, &err)) {
-                slot_fail(e, s, err.msg);
-                continue;
-            }
-            s->state = SLOT_GENERATE;
-            s->n_fed = s->req->n_prompt;
-            slot_emit(e, s, first, s->n_fed + 1);
-            continue;
-        }
-        const int32_t room = s->req->max_tokens - s->req->n_gen; /* only the engine writes n_gen */
-        int32_t n_out = 0;
-        if (!nextn_spec_step(s->spec, NX_MIN(room, e->spec_out_cap), e->spec_out, &n_out, &err)) {
+        if (s->state != SLOT_PREFILL) continue;
+        int32_t first;
+        if (!nextn_spec_prefill_seq(e->spec, i, s->req->prompt, s->req->n_prompt, &s->req->smp, &first, &err)) {
             slot_fail(e, s, err.msg);
             continue;
         }
-        for (int32_t k = 0; k < n_out; k++) {
+        s->state = SLOT_GENERATE;
+        s->n_fed = s->req->n_prompt;
+        slot_emit(e, s, first, s->n_fed + 1);
+    }
+    bool any = false;
+    for (int i = 0; i < e->p.n_slots; i++) {
+        const slot *s = &e->slots[i];
+        /* only the engine writes n_gen; a generating slot always has room for one token */
+        e->spec_max[i] = s->state == SLOT_GENERATE ? NX_MIN(s->req->max_tokens - s->req->n_gen, e->spec_stride) : 0;
+        any = any || e->spec_max[i] > 0;
+    }
+    if (!any) return;
+    if (!nextn_spec_step_seqs(e->spec, e->spec_max, e->spec_out, e->spec_n_out, &err)) {
+        /* the generator's caches of the stepped sequences are undefined now: fail them all */
+        for (int i = 0; i < e->p.n_slots; i++)
+            if (e->slots[i].state == SLOT_GENERATE) slot_fail(e, &e->slots[i], err.msg);
+        return;
+    }
+    for (int i = 0; i < e->p.n_slots; i++) {
+        slot *s = &e->slots[i];
+        if (s->state != SLOT_GENERATE) continue;
+        for (int32_t k = 0; k < e->spec_n_out[i]; k++) {
             s->n_fed++;
-            if (slot_emit(e, s, e->spec_out[k], s->n_fed + 1)) break;
+            if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1)) break;
         }
     }
 }
@@ -333,8 +334,18 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
              (e->b_logits = nx_calloc((size_t)p->n_batch, 1, "serve batch", err));
     }
     if (ok && p->spec) {
-        e->spec_out_cap = p->spec_params.draft_max + 1;
-        ok = (e->spec_out = nx_calloc((size_t)e->spec_out_cap, sizeof(int32_t), "serve spec output", err)) != NULL;
+        nextn_context_params cp = nextn_context_default_params();
+        cp.n_ctx = p->n_ctx;
+        cp.n_seq = p->n_slots;
+        cp.n_threads = p->n_threads;
+        cp.kv_type = p->kv_type;
+        /* per-request samplers replace these defaults at each prefill */
+        if (!nextn_spec_create(&e->spec, model, &cp, &p->spec_params, NULL, &nerr)) ok = nx_fail(err, "serve: %s", nerr.msg);
+        if (ok) e->spec_stride = nextn_spec_max_step_tokens(e->spec);
+        ok = ok &&
+             (e->spec_out = nx_calloc((size_t)p->n_slots * e->spec_stride, sizeof(int32_t), "serve spec output", err)) &&
+             (e->spec_n_out = nx_calloc((size_t)p->n_slots, sizeof(int32_t), "serve spec output", err)) &&
+             (e->spec_max = nx_calloc((size_t)p->n_slots, sizeof(int32_t), "serve spec output", err));
     }
     if (ok) {
         if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
@@ -379,6 +390,7 @@ void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued) {
 void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem) {
     memset(mem, 0, sizeof *mem);
     if (e->ctx) nextn_context_memory(e->ctx, mem);
+    if (e->spec) nextn_spec_memory(e->spec, mem);
 }
 
 void nx_srv_engine_stop(nx_srv_engine *e) {
@@ -412,6 +424,7 @@ void nx_srv_engine_free(nx_srv_engine *e) {
     if (!e) return;
     nx_srv_engine_stop(e);
     nextn_context_free(e->ctx);
+    nextn_spec_free(e->spec);
     free(e->slots);
     free(e->queue);
     free(e->b_tok);
@@ -419,6 +432,8 @@ void nx_srv_engine_free(nx_srv_engine *e) {
     free(e->b_seq);
     free(e->b_logits);
     free(e->spec_out);
+    free(e->spec_n_out);
+    free(e->spec_max);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
     free(e);

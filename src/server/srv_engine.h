@@ -5,8 +5,12 @@
  * from all busy slots - one row per generating slot plus prompt chunks of newly admitted slots
  * (at most n_batch rows in all) - decodes it, and samples the next token of every slot that
  * needs one.  Requests wait in a FIFO queue while all slots are busy.
- * Speculative mode (--spec mtp): each admitted request gets its own nextn_spec (MTP draft +
- * one-batch verification, exact) and the engine steps the busy slots in turn.
+ * Speculative mode (--spec mtp): one nextn_spec with one sequence per slot.  A newly admitted
+ * slot's prompt is decoded on its own (nextn_spec_prefill_seq, with the request's sampler);
+ * then every iteration advances all generating slots together: one MTP draft pass per draft
+ * position and ONE verify batch over all slots' [last, drafts] rows (exact: greedy output ==
+ * plain, sampled output follows the target distribution per request).  A finished slot's
+ * sequence is cleared for the next request.
  *
  * Threading: the engine thread owns every nextn object it creates; other threads only call
  * submit / load / stop, which take the engine's mutex, and talk to requests through their own
@@ -40,7 +44,7 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
 bool nx_srv_engine_submit(nx_srv_engine *e, nx_srv_req *r, nx_err *err);
 /* Slot and queue occupancy, for /health. */
 void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued);
-/* Memory of the engine's context (plain mode; zero in speculative mode, where it is per request). */
+/* Memory of the engine's context (plain mode) or generator (speculative mode). */
 void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem);
 /* Stops the thread and fails every unfinished request ("server is shutting down"); later
  * submits fail.  The engine stays allocated (other threads may still call submit / load)
