@@ -97,17 +97,17 @@ static void attend_fn(void *p, int ith, int nth) {
             if (scores[k] > mx) mx = scores[k];
         }
         double sum = 0.0;
-        for (int k = 0; k < n_keys; k++) {
-            scores[k] = expf(scores[k] - mx);
-            sum += scores[k];
-        }
+        if (c->avx512) nx_ops_exp_avx512(scores, scores, mx, n_keys);
+        else for (int k = 0; k < n_keys; k++) scores[k] = expf(scores[k] - mx);
+        for (int k = 0; k < n_keys; k++) sum += scores[k];
         const float inv = (float)(1.0 / sum);
         float *out = c->big1 + (size_t)t * HD + (size_t)h * D;
         memset(out, 0, (size_t)D * sizeof(float));
         for (int k = 0; k < n_keys; k++) axpy_kv(out, scores[k] * inv, vbase + (size_t)k * stride, kv->type, D, c->avx512);
         /* sigmoid output gate (§5.5): gate of head h follows its D query values in big0 */
         const float *gate = c->big0 + (size_t)t * 2 * HD + (size_t)h * 2 * D + D;
-        for (int i = 0; i < D; i++) out[i] *= nx_sigmoid(gate[i]);
+        if (c->avx512) nx_ops_mul_sigmoid_avx512(out, gate, D);
+        else for (int i = 0; i < D; i++) out[i] *= nx_sigmoid(gate[i]);
     }
 }
 

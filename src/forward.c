@@ -8,6 +8,7 @@
 
 #include "ctx_internal.h"
 #include "ops.h"
+#include "ops_avx512.h"
 #include "quant.h"
 
 nx_ctx_params nx_ctx_default_params(void) {
@@ -189,13 +190,15 @@ typedef struct swiglu_task {
     float *g;
     const float *u;
     int64_t n;
+    bool avx512;
 } swiglu_task;
 
 static void swiglu_fn(void *p, int ith, int nth) {
     swiglu_task *st = p;
     int64_t b, e;
     split(st->n, ith, nth, &b, &e);
-    for (int64_t i = b; i < e; i++) st->g[i] = nx_silu(st->g[i]) * st->u[i];
+    if (st->avx512) nx_ops_swiglu_avx512(st->g + b, st->u + b, e - b);
+    else for (int64_t i = b; i < e; i++) st->g[i] = nx_silu(st->g[i]) * st->u[i];
 }
 
 static bool ffn(nx_ctx *c, const nx_layer *l, nx_err *err) {
@@ -203,7 +206,7 @@ static bool ffn(nx_ctx *c, const nx_layer *l, nx_err *err) {
     if (!nx_matmul(c->pool, &c->mm, &l->ffn_gate, c->a, c->T, c->big0, err) ||
         !nx_matmul(c->pool, &c->mm, &l->ffn_up, c->a, c->T, c->big1, err))
         return false;
-    swiglu_task st = {c->big0, c->big1, (int64_t)c->T * F};
+    swiglu_task st = {c->big0, c->big1, (int64_t)c->T * F, c->avx512};
     nx_ctx_run(c, swiglu_fn, &st, 8 * st.n);
     return nx_matmul(c->pool, &c->mm, &l->ffn_down, c->big0, c->T, c->m, err);
 }

@@ -103,7 +103,7 @@ static inline int in_slot(const nx_rstate *rs, int s, int T, int j) {
 }
 
 void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
-                 const float *w, const float *x, float *y, int c0, int c1) {
+                 const float *w, const float *x, float *y, int c0, int c1, bool avx512) {
     const int W = Kc - 1; /* window length */
     for (int t = 0; t < rows->T; t++) {
         const int s = rows->seq[t], j = rows->j[t];
@@ -123,8 +123,9 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
             /* shift the window; safe in place (dw == sw) because i+1 is read before i+1 is written */
             for (int i = 0; i + 1 < W; i++) dw[i] = sw[i + 1];
             if (W > 0) dw[W - 1] = xv;
-            yt[c] = nx_silu(acc);
+            yt[c] = avx512 ? acc : nx_silu(acc);
         }
+        if (avx512 && c1 > c0) nx_ops_silu_avx512(yt + c0, yt + c0, c1 - c0);
     }
 }
 
@@ -158,7 +159,8 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
             const float *zt = z + (size_t)t * VD + (size_t)h * d;
             float *ot = out + (size_t)t * VD + (size_t)h * d;
             nx_rmsnorm(o, norm_w, ot, d, eps);
-            for (int i = 0; i < d; i++) ot[i] *= nx_silu(zt[i]);
+            if (avx512) nx_ops_mul_silu_avx512(ot, zt, d);
+            else for (int i = 0; i < d; i++) ot[i] *= nx_silu(zt[i]);
         }
     }
 }

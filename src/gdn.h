@@ -61,9 +61,10 @@ typedef struct nx_gdn_rows {
 } nx_gdn_rows;
 
 /* Causal depthwise conv1d + SiLU over channels [c0, c1) for all rows, with state update and
- * snapshots.  x: [T][C] pre-conv qkv; y: [T][C]; w: [C][Kc]. */
+ * snapshots.  x: [T][C] pre-conv qkv; y: [T][C]; w: [C][Kc].  avx512: SiLU by the vectorised
+ * nx_ops_silu_avx512 (only on an AVX-512 CPU). */
 void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
-                 const float *w, const float *x, float *y, int c0, int c1);
+                 const float *w, const float *x, float *y, int c0, int c1, bool avx512);
 
 /* Delta-rule recurrence + gated RMSNorm for value heads [h0, h1).  qk: [T][C] post-conv
  * (q at 0, k at key_dim, v at 2*key_dim, q/k already L2-normed and q scaled); gate_b: [T][Hv]

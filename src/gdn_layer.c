@@ -26,7 +26,7 @@ static void conv_fn(void *p, int ith, int nth) {
     int64_t nchunk = (C + 15) / 16, b, e;
     range(nchunk, ith, nth, &b, &e);
     nx_gdn_conv(&gt->c->rs, gt->l->cache_index, &gt->rows, (int)hp->ssm_conv_kernel, C, gt->l->gdn.conv1d,
-                gt->c->big0, gt->c->big1, (int)NX_MIN(C, b * 16), (int)NX_MIN(C, e * 16));
+                gt->c->big0, gt->c->big1, (int)NX_MIN(C, b * 16), (int)NX_MIN(C, e * 16), gt->c->avx512);
 }
 
 /* L2-normalise q and k per key head (q also scaled by 1/sqrt(d)); beta = sigmoid(b);

@@ -19,6 +19,7 @@
 #include "matmul.h"
 
 #include "gemm.h"
+#include "matmul_f32.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,9 +108,40 @@ static void matmul_rows(void *c, int64_t begin, int64_t end) {
     }
 }
 
+struct f32_ctx {
+    const nx_weight *w;
+    const float *x;
+    int64_t T;
+    float *y;
+};
+
+static void matmul_f32_groups(void *c, int64_t begin, int64_t end) {
+    const struct f32_ctx *fc = c;
+    const int64_t out = fc->w->out;
+    nx_matmul_f32_avx512(fc->w->data, fc->w->in, begin * NX_F32_GROUP, NX_MIN(out, end * NX_F32_GROUP), fc->x,
+                         fc->T, fc->y, out);
+}
+
+/* Multiply-adds a thread's share of an f32 matmul must reach before the pool is used: a
+ * hand-off costs a few microseconds, so smaller products run on the calling thread. */
+static int64_t f32_chunk_work(void) {
+    static int64_t v = -1;
+    if (v < 0) { const char *e = getenv("NEXTN_F32_CHUNK"); v = e ? atoll(e) : 16384; }
+    return v;
+}
+
 bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
                nx_err *err) {
     if (T <= 0) return T == 0 ? true : nx_fail(err, "matmul: negative row count %lld", (long long)T);
+    /* f32 weights on AVX-512: 16 output rows at a time (matmul_f32.h), bit-identical to the
+     * vec-dot kernel; work split in whole groups of 16 rows */
+    if (w->type == NX_TYPE_F32 && nx_cpu_isa() >= NX_ISA_AVX512) {
+        struct f32_ctx fc = {w, x, T, y};
+        const int64_t groups = (w->out + NX_F32_GROUP - 1) / NX_F32_GROUP;
+        const int64_t group_work = NX_F32_GROUP * w->in * T;
+        nx_parallel_for(pool, groups, NX_MAX((int64_t)1, f32_chunk_work() / group_work), matmul_f32_groups, &fc);
+        return true;
+    }
     /* the kernel for this CPU and how it wants the activations: the weight's vec-dot type, or
      * a kernel-specific prepared layout (quant.h, nx_dot_plan_for) */
     nx_dot_plan plan;

@@ -70,3 +70,78 @@ void nx_gdn_step_avx512(const float *src, float *dst, const float *k, const floa
         o[j] = _mm512_reduce_add_ps(out);
     }
 }
+
+/* ---- activations ------------------------------------------------------------------------------
+ * exp(x) = 2^n * e^r with n = round(x log2 e), r = x - n ln 2 (ln 2 split in a high part with
+ * trailing zero bits and a low part, so n * ln2_hi is exact), |r| <= ln 2 / 2; e^r by its
+ * Taylor polynomial to degree 7 (truncation < 0.35^8 / 8! = 5e-9 relative) in Horner form;
+ * scalef applies 2^n with correct overflow to inf and gradual underflow to 0.  x is clamped to
+ * [-104, 89] first (beyond, exp is 0 or inf in float anyway), which also keeps n finite; NaN
+ * stays NaN through the arithmetic. */
+static inline __m512 exp16(__m512 x) {
+    /* constants first: max/min return the second operand when one is NaN, so NaN passes */
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* sigmoid(x) = 1 / (1 + exp(-x)); exp(-x) = inf for x < -89 gives 0 */
+static inline __m512 sigmoid16(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+static inline __mmask16 tail_mask(int64_t i, int64_t n) {
+    return i + 16 <= n ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+}
+
+void nx_ops_silu_avx512(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(i, n);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, sigmoid16(v)));
+    }
+}
+
+void nx_ops_swiglu_avx512(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(i, n);
+        const __m512 v = _mm512_maskz_loadu_ps(m, g + i);
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_mul_ps(v, sigmoid16(v)), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+void nx_ops_mul_silu_avx512(float *y, const float *z, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(i, n);
+        const __m512 v = _mm512_maskz_loadu_ps(m, z + i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_mul_ps(v, sigmoid16(v))));
+    }
+}
+
+void nx_ops_mul_sigmoid_avx512(float *y, const float *z, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(i, n);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i),
+                                                      sigmoid16(_mm512_maskz_loadu_ps(m, z + i))));
+    }
+}
+
+void nx_ops_exp_avx512(float *y, const float *x, float sub, int64_t n) {
+    const __m512 s = _mm512_set1_ps(sub);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(i, n);
+        _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+    }
+}

@@ -9,6 +9,15 @@ float nx_ops_dot_f32_avx512(const float *a, const float *b, int64_t n);
 float nx_ops_dot_f16_avx512(const uint16_t *a, const float *b, int64_t n);
 void  nx_ops_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 void  nx_ops_axpy_f16_avx512(float *y, float a, const uint16_t *x, int64_t n);
+/* Element-wise activations with a vectorised exp (ops_avx512.c: relative error < 2^-22, a few
+ * ulp; the scalar nx_silu / nx_sigmoid use libm's expf).  Every element gets the same
+ * instructions whatever its position (tails use masked lanes), so a value never depends on the
+ * batch size or on where a row starts.  In place allowed (y == x). */
+void  nx_ops_silu_avx512(float *y, const float *x, int64_t n);            /* y = x * sigmoid(x) */
+void  nx_ops_swiglu_avx512(float *g, const float *u, int64_t n);          /* g = silu(g) * u */
+void  nx_ops_mul_silu_avx512(float *y, const float *z, int64_t n);        /* y *= silu(z) */
+void  nx_ops_mul_sigmoid_avx512(float *y, const float *z, int64_t n);     /* y *= sigmoid(z) */
+void  nx_ops_exp_avx512(float *y, const float *x, float sub, int64_t n);  /* y = exp(x - sub) */
 /* One token of the delta rule for one value head (d % 16 == 0), see gdn.c:
  * for each value index j: u = decay * <src_j, k>; delta = beta (v_j - u);
  * dst_j = decay * src_j + delta k; o_j = <dst_j, q>.  src may equal dst. */

@@ -208,6 +208,58 @@ static void test_matmul_batch_invariant(void **state) {
     free(y1);
 }
 
+/* f32 weights at AVX-512 go through the 16-row grouped kernel (matmul_f32.h); every element
+ * must equal the 1-row vec-dot kernel nx_dot_f32_avx512 bit for bit (same FMA chains, same
+ * reduction tree), for row lengths around the 16/32-element steps (masked tails), row counts
+ * that are not multiples of 16, every tile size, and 1 or 2 threads.  Inputs include zeros,
+ * tiny and huge magnitudes so rounding differences in the tree would show. */
+static void test_matmul_f32_groups_equal_vec_dot(void **state) {
+    (void)state;
+    if (nx_cpu_isa() < NX_ISA_AVX512) skip();
+    const nx_vec_dot_fn dot = nx_vec_dot_for(NX_TYPE_F32, NX_ISA_AVX512);
+    assert_non_null(dot);
+    static const int64_t ins[] = {1, 7, 16, 17, 31, 32, 33, 48, 128, 200, 384};
+    static const int64_t outs[] = {1, 4, 15, 16, 17, 33, 128};
+    enum { TM = 9 };
+    nx_pool *pools[2] = {nx_pool_create(1, NULL), nx_pool_create(2, NULL)};
+    tu_rng r;
+    tu_rng_seed(&r, 42);
+    for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
+        for (size_t b = 0; b < sizeof outs / sizeof outs[0]; b++) {
+            const int64_t in = ins[a], out = outs[b];
+            float *w = malloc(sizeof(float) * in * out), *x = malloc(sizeof(float) * in * TM);
+            float *y = malloc(sizeof(float) * out * TM);
+            for (int64_t i = 0; i < in * out; i++) {
+                const double v = tu_rng_normal(&r);
+                w[i] = i % 11 == 0 ? 0.0f : (float)(i % 5 == 0 ? v * 1e6 : i % 7 == 0 ? v * 1e-6 : v);
+            }
+            for (int64_t i = 0; i < in * TM; i++) x[i] = (float)tu_rng_normal(&r);
+            nx_weight wt;
+            assert_true(nx_weight_init(&wt, w, NX_TYPE_F32, in, out, NULL));
+            for (int pi = 0; pi < 2; pi++)
+                for (int64_t T = 1; T <= TM; T++) {
+                    memset(y, 0xFF, sizeof(float) * out * TM);
+                    assert_true(nx_matmul(pools[pi], &(nx_matmul_scratch){0}, &wt, x, T, y, NULL));
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t o = 0; o < out; o++) {
+                            float want;
+                            dot(in, &want, w + o * in, x + t * in, 0, 1);
+                            if (memcmp(&want, &y[t * out + o], sizeof want) != 0) {
+                                print_error("f32 in=%lld out=%lld T=%lld threads=%d: y[%lld][%lld] = %.9g, "
+                                            "vec-dot %.9g\n", (long long)in, (long long)out, (long long)T, pi + 1,
+                                            (long long)t, (long long)o, y[t * out + o], want);
+                                fail();
+                            }
+                        }
+                }
+            free(w);
+            free(x);
+            free(y);
+        }
+    nx_pool_free(pools[0]);
+    nx_pool_free(pools[1]);
+}
+
 static void test_weight_init_errors(void **state) {
     (void)state;
     nx_weight w;
@@ -234,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_all_types_all_T),
         cmocka_unit_test(test_matmul_thread_count_invariant),
         cmocka_unit_test(test_matmul_batch_invariant),
+        cmocka_unit_test(test_matmul_f32_groups_equal_vec_dot),
         cmocka_unit_test(test_weight_init_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
