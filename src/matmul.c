@@ -122,13 +122,11 @@ static void matmul_f32_groups(void *c, int64_t begin, int64_t end) {
                          fc->T, fc->y, out);
 }
 
-/* Multiply-adds a thread's share of an f32 matmul must reach before the pool is used: a
- * hand-off costs a few microseconds, so smaller products run on the calling thread. */
-static int64_t f32_chunk_work(void) {
-    static int64_t v = -1;
-    if (v < 0) { const char *e = getenv("NEXTN_F32_CHUNK"); v = e ? atoll(e) : 16384; }
-    return v;
-}
+/* Multiply-adds a chunk of an f32 matmul must reach before the work is split: a pool hand-off
+ * costs a few microseconds, so smaller products run on the calling thread.  Measured on the
+ * 2-core VM with the demo model's shapes (bench in docs/BENCHMARKS.md "tinyspec"): at 16 K the
+ * 2-thread matmuls of a decode step took 0.48 ms against 0.69 ms on one thread (T = 2). */
+#define F32_CHUNK_WORK 16384
 
 bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
                nx_err *err) {
@@ -139,7 +137,7 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
         struct f32_ctx fc = {w, x, T, y};
         const int64_t groups = (w->out + NX_F32_GROUP - 1) / NX_F32_GROUP;
         const int64_t group_work = NX_F32_GROUP * w->in * T;
-        nx_parallel_for(pool, groups, NX_MAX((int64_t)1, f32_chunk_work() / group_work), matmul_f32_groups, &fc);
+        nx_parallel_for(pool, groups, NX_MAX((int64_t)1, F32_CHUNK_WORK / group_work), matmul_f32_groups, &fc);
         return true;
     }
     /* the kernel for this CPU and how it wants the activations: the weight's vec-dot type, or
