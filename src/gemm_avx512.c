@@ -3,13 +3,11 @@
  *
  * Bit-identity with the vec-dot kernels (quant_avx512.c, quant_kquant_avx512.c).  Each output
  * element is accumulated exactly like the 1-row kernel does it:
- *  - q8_0: per 32-element block b, the 8 int32 lanes of the block's dot (lane l = bytes 4l..4l+3)
- *    are converted to float and fmadd-ed with scale dw_b * dy_b into acc0 (even b) or acc1 (odd b);
- *    result hsum256(acc0 + acc1).  Here one zmm holds [acc0 | acc1] and a step covers blocks
- *    (2s, 2s+1); an odd last block only updates the lower half (masked fmadd).  The integer lanes
- *    are formed differently (weights biased to unsigned w + 128, activations signed, the bias
- *    removed by starting the lane at -128 * sum of its 4 activation bytes), but integer sums are
- *    exact, so the lane values are the same.
+ *  - q8_0: the prepared-activation kernel nx_dot_q8_0_prep_avx512: per octet of 8 blocks, 16
+ *    int32 lanes (lane 2j+h = exact dot of the 16 codes of block j in dwords h, 2+h, 4+h, 6+h),
+ *    converted and fmadd-ed with dw_j * dy_j into one 16-lane acc, octets in order, zero-padded
+ *    blocks adding fma(0, 0, acc); result hsum256(lower + upper half of acc).  (The plain q8_0
+ *    kernel, nx_dot_q8_0_avx512, sums differently; matmul never uses it at the AVX-512 level.)
  *  - q4_K / q5_K: per super-block, 16 int32 lanes (maddubs + dpwssd with the sub-block scales,
  *    summed over the 4 groups) -> float -> fmadd with d * a.d into acc; the mins term
  *    madd(bsums, m16) -> float -> fmadd with dmin * a.d into macc; result
@@ -39,90 +37,66 @@ static inline float hsum256(__m256 v) { /* same reduction order as quant_simd_co
 }
 
 /* ---- q8_0 ------------------------------------------------------------------------------------
- * Packed activation row, per step s (blocks 2s, 2s+1; a missing odd block is zero):
- *   int8  y[64]     the codes of both blocks
- *   int32 negc[16]  -128 * (sum of the 4 codes of each dpbusd lane)
- *   float dy[16]    8 x scale of block 2s, 8 x scale of block 2s+1
- * Panel, per step, per weight row m: uint8 wu[64] = code + 128 (code ^ 0x80), float dw[16]. */
+ * Activations: the prepared layout of quant_avx512.c (nx_prep_q8_0_from_blocks), per octet of
+ * 8 blocks (Q8_ACT_STEP bytes): 4 x 64 code bytes (vector q, qword slot j = codes 8q..8q+7 of
+ * block j), 16 int32 corrections, 16 float scales (lane 2j+h = block j's).
+ * Panel, per octet, per weight row m (Q8_W_STEP bytes): the 4 vectors of weight codes + 128 in
+ * the same slot order, then 16 float dw (lane 2j+h = block j's scale); a missing block or row
+ * has code 0 (stored 0x80) and scale 0, like the kernel's zero padding. */
 #define Q8_MR 4
 #define Q8_NR 4
-#define Q8_ACT_STEP 192
-#define Q8_W_STEP 128
+#define Q8_ACT_STEP 384
+#define Q8_W_STEP 320
 
-static int64_t q8_steps(int64_t n) { return (n / NX_QK + 1) / 2; }
+static int64_t q8_steps(int64_t n) { return (n / NX_QK + 7) / 8; }
 
 static size_t q8_0_act_row_bytes(int64_t n) { return (size_t)q8_steps(n) * Q8_ACT_STEP; }
 
-static void q8_0_pack_act(const void *xq, void *xp, int64_t n) {
-    const nx_block_q8_0 *x = xq;
-    const int64_t nb = n / NX_QK, steps = q8_steps(n);
-    for (int64_t s = 0; s < steps; s++) {
-        char *p = (char *)xp + (size_t)s * Q8_ACT_STEP;
-        int8_t *y = (int8_t *)p;
-        int32_t negc[16];
-        float dy[16];
-        for (int h = 0; h < 2; h++) {
-            const int64_t b = 2 * s + h;
-            if (b < nb) memcpy(y + 32 * h, x[b].qs, 32);
-            else memset(y + 32 * h, 0, 32);
-            const float d = b < nb ? nx_f16_to_f32(x[b].d) : 0.0f;
-            for (int l = 0; l < 8; l++) dy[8 * h + l] = d;
-        }
-        for (int l = 0; l < 16; l++) negc[l] = -128 * (y[4 * l] + y[4 * l + 1] + y[4 * l + 2] + y[4 * l + 3]);
-        memcpy(p + 64, negc, 64);
-        memcpy(p + 128, dy, 64);
-    }
-}
+static void q8_0_pack_act(const void *xq, void *xp, int64_t n) { nx_prep_q8_0_from_blocks(xq, xp, n); }
 
 static size_t q8_0_panel_bytes(int64_t n) { return (size_t)q8_steps(n) * Q8_MR * Q8_W_STEP; }
 
 static void q8_0_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
     const int64_t nb = n / NX_QK, steps = q8_steps(n);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int m = 0; m < Q8_MR; m++) {
         const nx_block_q8_0 *wr = (const nx_block_q8_0 *)((const char *)w + (size_t)m * row_bytes);
         for (int64_t s = 0; s < steps; s++) {
-            char *p = (char *)panel + ((size_t)s * Q8_MR + (size_t)m) * Q8_W_STEP;
-            const int64_t b = 2 * s;
-            /* codes + 128 of both blocks (a missing block or row: code 0, scale 0) */
-            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-            float d0 = 0.0f, d1 = 0.0f;
-            if (m < rows) {
-                lo = _mm256_loadu_si256((const __m256i *)wr[b].qs);
-                d0 = _cvtsh_ss(wr[b].d);
-                if (b + 1 < nb) {
-                    hi = _mm256_loadu_si256((const __m256i *)wr[b + 1].qs);
-                    d1 = _cvtsh_ss(wr[b + 1].d);
-                }
+            uint8_t *p = (uint8_t *)panel + ((size_t)s * Q8_MR + (size_t)m) * Q8_W_STEP;
+            float dw[16];
+            for (int j = 0; j < 8; j++) {
+                const int64_t b = 8 * s + j;
+                const bool have = m < rows && b < nb;
+                for (int q = 0; q < 4; q++)
+                    for (int t = 0; t < 8; t++)
+                        p[64 * q + 8 * j + t] = (uint8_t)((have ? (uint8_t)wr[b].qs[8 * q + t] : 0) ^ 0x80);
+                dw[2 * j] = dw[2 * j + 1] = have ? _cvtsh_ss(wr[b].d) : 0.0f;
             }
-            _mm512_store_si512(p, _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip));
-            _mm512_store_ps(p + 64, _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1));
+            memcpy(p + 256, dw, sizeof dw);
         }
     }
 }
 
 static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float *out) {
-    const int64_t nb = n / NX_QK, steps = q8_steps(n);
+    const int64_t steps = q8_steps(n);
     __m512 acc[Q8_MR][Q8_NR];
     for (int m = 0; m < Q8_MR; m++)
         for (int r = 0; r < Q8_NR; r++) acc[m][r] = _mm512_setzero_ps();
     for (int64_t s = 0; s < steps; s++) {
         const char *p = (const char *)panel + (size_t)s * Q8_MR * Q8_W_STEP;
-        /* an odd last block: only the lower half (acc0) takes part */
-        const __mmask16 k = (nb & 1) && s == steps - 1 ? 0x00FF : 0xFFFF;
-        __m512i wu[Q8_MR];
-        __m512 dw[Q8_MR];
         for (int m = 0; m < Q8_MR; m++) {
-            wu[m] = _mm512_load_si512(p + m * Q8_W_STEP);
-            dw[m] = _mm512_load_ps(p + m * Q8_W_STEP + 64);
-        }
-        for (int r = 0; r < Q8_NR; r++) {
-            const char *a = (const char *)x[r] + (size_t)s * Q8_ACT_STEP;
-            const __m512i y = _mm512_load_si512(a), negc = _mm512_load_si512(a + 64);
-            const __m512 dy = _mm512_load_ps(a + 128);
-            for (int m = 0; m < Q8_MR; m++) {
-                const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(negc, wu[m], y));
-                acc[m][r] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(dw[m], dy), f, acc[m][r], k);
+            const char *pm = p + m * Q8_W_STEP;
+            const __m512i v0 = _mm512_load_si512(pm), v1 = _mm512_load_si512(pm + 64);
+            const __m512i v2 = _mm512_load_si512(pm + 128), v3 = _mm512_load_si512(pm + 192);
+            const __m512 dw = _mm512_load_ps(pm + 256);
+            for (int r = 0; r < Q8_NR; r++) {
+                const char *a = (const char *)x[r] + (size_t)s * Q8_ACT_STEP;
+                __m512i t = _mm512_load_si512(a + 256);
+                t = _mm512_dpbusd_epi32(t, v0, _mm512_load_si512(a));
+                t = _mm512_dpbusd_epi32(t, v1, _mm512_load_si512(a + 64));
+                t = _mm512_dpbusd_epi32(t, v2, _mm512_load_si512(a + 128));
+                t = _mm512_dpbusd_epi32(t, v3, _mm512_load_si512(a + 192));
+                acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_load_ps(a + 320)),
+                                            acc[m][r]);
             }
         }
     }

@@ -276,100 +276,90 @@ void nx_dot_q5_1_avx512(int64_t n, float *out, const void *w, const void *x, siz
 
 /* ---- q8_0 on prepared activations -----------------------------------------------------------
  * The decode-critical kernel.  The plain q8_0 kernel above spends most of its time on per-row
- * sign handling (abs, sign mask, masked negate), per-block int->float work at 256 bits and
- * scale gathering; this one needs, per pair of weight blocks and activation row, one 512-bit
- * dpbusd, one conversion, one permute and one FMA.
+ * sign handling and per-block int->float work; this one needs, per OCTET (8 weight blocks, 256
+ * codes) and activation row, four 512-bit dpbusd, one conversion, one multiply and one FMA.
  *
- * Prepared activation row of n elements (nb = n / 32 blocks, np = ceil(nb / 2) block pairs,
- * nb16 = nb rounded up to a multiple of 16):
- *   [0, 64 np)            codes: block b's 32 int8 codes at byte 32 b (zero padding)
- *   [64 np, 128 np)       corr: one int32 per group of 4 codes, -128 * (sum of the 4 codes)
- *   [128 np, +4 nb16)     scale: block b's fp16 scale, as float (zero padding)
- * Codes and scales are exactly nx_from_float_q8_0's (prepare calls it).
+ * Octet lanes.  The 8 blocks of an octet (34-byte blocks, codes 8-byte aligned nowhere in
+ * particular) are loaded and transposed once for all activation rows into four vectors
+ * V0..V3: qword slot j (j = 0..7) of Vq holds qword q (codes 8q..8q+7) of block j, so int32
+ * lane 2j+h of Vq is dword 2q+h of block j.  Chaining the 4 dpbusd into one accumulator leaves
+ * in lane 2j+h the exact partial dot of the 16 codes of block j in dwords h, 2+h, 4+h, 6+h:
+ * two exact integers per block, instead of 8 partial dots of 4 codes per block that each
+ * needed a conversion and an FMA (the layout before 2026-11-30 19:00).  The transpose costs 4
+ * inserts + 8 shuffles per octet, shared by all rows.
+ *
+ * Prepared activation row of n elements (nb = n / 32 blocks, no = ceil(nb / 8) octets), per
+ * octet o, 384 bytes (PREP_OCT):
+ *   [0, 256)    codes: 4 x 64 bytes, vector q, bytes 8j..8j+7 = codes 8q..8q+7 of block 8o+j
+ *   [256, 320)  corr: int32 lane 2j+h = -128 * (sum of the 16 codes of block 8o+j that lane
+ *               2j+h of the four vectors sees)
+ *   [320, 384)  dy: float lane 2j+h = block 8o+j's fp16 scale, as float
+ * Blocks past nb are zero (codes, corr, scale).  Codes and scales are exactly
+ * nx_from_float_q8_0's (prepare calls it); nx_prep_q8_0_from_blocks makes the same layout from
+ * q8_0 blocks (the GEMM path, gemm_avx512.c, reads exactly this layout).
  *
  * The offset trick.  dpbusd multiplies unsigned by signed bytes.  The signed weight codes w
- * become unsigned with u = w ^ 0x80 = w + 128 (0..255; -128 -> 0), and then, for each group of
- * 4 codes, sum(u * y) = sum(w * y) + 128 * sum(y).  Starting dpbusd's accumulator at the
- * group's corr = -128 * sum(y) leaves exactly sum(w * y) in each int32 lane: no per-row sign
- * work at all, and corr depends only on the activation row, so the matmul computes it once per
- * row and every weight row reuses it.  (Activation codes may even be -128 here.)  Each lane
- * is an exact partial dot of 4 codes of one block - lanes 0-7 the pair's first block, 8-15
- * its second - small enough (|.| < 2^17) to convert to float exactly; it is scaled by its
- * block's dw * dy and accumulated.  Keeping the correction per lane (not per block) matters:
- * the lanes' float rounding errors then scale with the true partial products.
+ * become unsigned with u = w ^ 0x80 = w + 128 (0..255; -128 -> 0), and then, for each lane,
+ * sum(u * y) = sum(w * y) + 128 * sum(y).  Starting the dpbusd chain at the lane's corr =
+ * -128 * sum(y) leaves exactly sum(w * y): no per-row sign work, and corr depends only on the
+ * activation row.  (Activation codes may even be -128 here.)  |lane| <= 16 * 128 * 128 = 2^18,
+ * so the conversion to float is exact.
  *
- * Bit-identical to the plain kernel above (and so to the GEMM path, gemm_avx512.c): the int32
- * lanes are the same exact partial dots, each is converted and fmadd-ed with the same float
- * dw * dy, even blocks into the lower half of one accumulator (the plain kernel's acc0), odd
- * blocks into the upper half (acc1), and the result is hsum256(lower + upper).  A missing odd
- * last block adds 0 * 0 to the upper half, which leaves it unchanged.  One FMA chain per row
- * (latency 4 cycles per block pair) is far from the bound: the kernel streams weights from
- * memory.  tests/test_quant_kernels.c checks the bit-identity.
+ * Float operations (the definition; gemm_avx512.c repeats them exactly, tests/test_gemm.c
+ * checks bit for bit): per row, one 16-lane accumulator acc, +0 at the start; for each octet
+ * in order, acc = fma(float(lane), dw * dy, acc) lane-wise, with dw * dy the float product of
+ * the lane's block's weight and activation scales; the result is hsum256(lower 8 lanes + upper
+ * 8 lanes).  A zero-padded block adds fma(0, 0, acc) = acc (acc is never -0).  The same
+ * instructions run for every row of a group, so row t of a batch equals the row alone.
  *
- * Scales: the 16 weight scales of a group of 16 blocks are gathered (one vpgatherdd at the
- * 34-byte block stride, fp16 in the low half of each dword) and converted at once, multiplied
- * by the row's 16 float dy into s16; the pair k's per-lane scale is a vpermps of s16.
+ * Scales: the 16 weight scales of 16 blocks are gathered (one vpgatherdd at the 34-byte block
+ * stride, fp16 in the low half of each dword) and converted at once; each octet's lane-wise dw
+ * is one vpermps of them, shared by all rows; dy is already expanded in the activation row.
  *
  * Memory: the weight stream is the only traffic that misses the caches; a software prefetch
  * PREP_PF bytes ahead (about one 4096-element row) keeps enough lines in flight for a single
  * core to approach its streaming read bandwidth (measured: the hardware prefetchers alone reach
- * ~65 % of it with this kernel).  Prefetches past the end of the weights are harmless hints. */
+ * ~65 % of it).  Prefetches past the end of the weights are harmless hints. */
 
 #define PREP_PF 4096
+#define PREP_OCT 384
 
-static inline int64_t prep_pairs(int64_t n) { return (n / NX_QK + 1) / 2; }
+static inline int64_t prep_octets(int64_t n) { return (n / NX_QK + 7) / 8; }
 
-size_t nx_prep_q8_0_row_bytes(int64_t n) {
-    const int64_t nb = n / NX_QK;
-    return (size_t)(128 * prep_pairs(n) + 4 * ((nb + 15) & ~(int64_t)15));
+size_t nx_prep_q8_0_row_bytes(int64_t n) { return (size_t)(PREP_OCT * prep_octets(n)); }
+
+/* One octet of the prepared layout from cnt (1..8) q8_0 blocks; blocks cnt..7 are zero. */
+static void prep_octet(const nx_block_q8_0 *x, int cnt, char *p) {
+    _Alignas(64) float dy[16];
+    for (int j = 0; j < 8; j++) {
+        for (int q = 0; q < 4; q++) {
+            if (j < cnt) memcpy(p + 64 * q + 8 * j, x[j].qs + 8 * q, 8);
+            else memset(p + 64 * q + 8 * j, 0, 8);
+        }
+        dy[2 * j] = dy[2 * j + 1] = j < cnt ? f16(x[j].d) : 0.0f;
+    }
+    /* lane sums of the 16 codes each lane sees (dpbusd with unsigned 1s), times -128 */
+    __m512i s = _mm512_setzero_si512();
+    for (int q = 0; q < 4; q++) s = _mm512_dpbusd_epi32(s, _mm512_set1_epi8(1), _mm512_loadu_si512(p + 64 * q));
+    _mm512_storeu_si512(p + 256, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 7)));
+    memcpy(p + 320, dy, sizeof dy);
 }
 
-/* Quantises one block of 32 floats exactly like nx_from_float_q8_0 (quant_convert.c):
- * amax = fmaxf over |x| (NaNs ignored), d = amax / 127, id = d ? 1 / d : 0, code =
- * roundf(x * id), scale = fp16(d).  The same IEEE operations, vectorised:
- *  - max_ps(|x|, acc) returns acc when |x| is NaN, like fmaxf;
- *  - roundf (halves away from zero) = truncate, then add sign(t) where |t - trunc(t)| >= 0.5
- *    (that difference is exact);
- *  - codes are truncated from int32 to bytes (vpmovdb), as the scalar (int8_t) cast does on
- *    x86 (a NaN product gives 0x80000000 -> 0 in both);
- *  - fp16(d) with F16C round-to-nearest-even = nx_f32_to_f16 (tested against each other in
- *    test_quant.c).
- * tests/test_quant_kernels.c compares the prepared codes and scales with from_float's. */
-ALWAYS_INLINE __m128i q8_round_codes16(__m512 x, __m512 id) {
-    const __m512 t = _mm512_mul_ps(x, id);
-    __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(t, r)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
-        _mm512_and_si512(_mm512_castps_si512(t), _mm512_set1_epi32((int)0x80000000u)),
-        _mm512_castps_si512(_mm512_set1_ps(1.0f))));
-    r = _mm512_mask_add_ps(r, up, r, one);
-    return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r));
+void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n) {
+    const nx_block_q8_0 *x = xq;
+    const int64_t nb = n / NX_QK, no = prep_octets(n);
+    for (int64_t o = 0; o < no; o++)
+        prep_octet(x + 8 * o, (int)NX_MIN((int64_t)8, nb - 8 * o), (char *)dst + (size_t)o * PREP_OCT);
 }
 
 void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n) {
-    const int64_t nb = n / NX_QK, np = prep_pairs(n), nb16 = (nb + 15) & ~(int64_t)15;
-    int8_t *codes = dst;
-    int32_t *corr = (int32_t *)((char *)dst + 64 * np);
-    float *scale = (float *)((char *)dst + 128 * np);
-    for (int64_t b = 0; b < nb; b++) {
-        const __m512 x0 = _mm512_loadu_ps(src + b * NX_QK), x1 = _mm512_loadu_ps(src + b * NX_QK + 16);
-        const __m512 m = _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
-        const float amax = _mm512_reduce_max_ps(m);
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const __m512 idv = _mm512_set1_ps(id);
-        const __m256i q = _mm256_set_m128i(q8_round_codes16(x1, idv), q8_round_codes16(x0, idv));
-        _mm256_storeu_si256((__m256i *)(codes + b * NX_QK), q);
-        /* sum of each group of 4 codes (dpbusd with 1s), times -128 */
-        const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
-        _mm256_storeu_si256((__m256i *)(corr + b * 8), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s4, 7)));
-        scale[b] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    const int64_t nb = n / NX_QK, no = prep_octets(n);
+    nx_block_q8_0 blk[8];
+    for (int64_t o = 0; o < no; o++) {
+        const int cnt = (int)NX_MIN((int64_t)8, nb - 8 * o);
+        nx_from_float_q8_0_avx512(src + 256 * o, blk, (int64_t)cnt * NX_QK);
+        prep_octet(blk, cnt, (char *)dst + (size_t)o * PREP_OCT);
     }
-    if (nb & 1) { /* the missing second block of the last pair */
-        memset(codes + nb * NX_QK, 0, NX_QK);
-        memset(corr + nb * 8, 0, 8 * sizeof(int32_t));
-    }
-    for (int64_t b = nb; b < nb16; b++) scale[b] = 0.0f;
 }
 
 /* The 16 (or cnt < 16) fp16 weight scales of blocks w[0..cnt) as floats (0 past cnt). */
@@ -383,74 +373,70 @@ ALWAYS_INLINE __m512 q8_0_scales16(const nx_block_q8_0 *w, int cnt) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
 }
 
-/* Codes of blocks w[0] and w[1] (or w[0] and zeros) as one 512-bit vector. */
-ALWAYS_INLINE __m512i q8_0_pair(const nx_block_q8_0 *w, bool both) {
-    const __m256i lo = _mm256_loadu_si256((const __m256i *)w[0].qs);
-    if (!both) return _mm512_zextsi256_si512(lo);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)w[1].qs), 1);
+/* Codes of blocks w[0] and w[1], + 128 (unsigned), as one 512-bit vector. */
+ALWAYS_INLINE __m512i q8_0_pair_u(const nx_block_q8_0 *w) {
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w[0].qs)),
+                                         _mm256_loadu_si256((const __m256i *)w[1].qs), 1);
+    return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
 }
 
-typedef struct {
-    const int8_t *codes;
-    const int32_t *corr;
-    const float *scale;
-} prep_row;
-
-/* One block pair (pair index p of the row, position k in its group of 16 blocks) against nr
- * rows.  idx selects s16 lanes 2k (x8) and 2k+1 (x8).  A missing second block (odd nb) has
- * zero codes on both sides and a zero scale, so its lanes add nothing. */
-ALWAYS_INLINE void q8_0_pair_rows(int nr, __m512i wq, const prep_row *x, int64_t p, const __m512 *s16, __m512i idx,
-                                  __m512 *acc) {
-    const __m512i wu = _mm512_xor_si512(wq, _mm512_set1_epi8((char)0x80));
+/* One octet (8 whole blocks at w) against nr rows; x[r] points at the row's octet, dw is the
+ * lane-wise weight scale (lane 2j+h = scale of block j). */
+ALWAYS_INLINE void q8_0_octet_rows(int nr, const nx_block_q8_0 *w, __m512 dw, const char *const *x, __m512 *acc) {
+    const __m512i x0 = q8_0_pair_u(w), x1 = q8_0_pair_u(w + 2), x2 = q8_0_pair_u(w + 4), x3 = q8_0_pair_u(w + 6);
+    /* stage 1: qwords 0,1 (a01) and 2,3 (a23) of blocks 0..3, slot order block-minor */
+    const __m512i i01 = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13), i23 = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i a01 = _mm512_permutex2var_epi64(x0, i01, x1), a23 = _mm512_permutex2var_epi64(x0, i23, x1);
+    const __m512i b01 = _mm512_permutex2var_epi64(x2, i01, x3), b23 = _mm512_permutex2var_epi64(x2, i23, x3);
+    /* stage 2: Vq = qword q of blocks 0..3 (from a) then 4..7 (from b) */
+    const __m512i v0 = _mm512_shuffle_i64x2(a01, b01, 0x44), v1 = _mm512_shuffle_i64x2(a01, b01, 0xEE);
+    const __m512i v2 = _mm512_shuffle_i64x2(a23, b23, 0x44), v3 = _mm512_shuffle_i64x2(a23, b23, 0xEE);
     for (int r = 0; r < nr; r++) {
-        const __m512i d = _mm512_dpbusd_epi32(_mm512_loadu_si512(x[r].corr + 16 * p), wu,
-                                              _mm512_loadu_si512(x[r].codes + 64 * p));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx, s16[r]), acc[r]);
+        const char *p = x[r];
+        __m512i t = _mm512_loadu_si512(p + 256);
+        t = _mm512_dpbusd_epi32(t, v0, _mm512_loadu_si512(p));
+        t = _mm512_dpbusd_epi32(t, v1, _mm512_loadu_si512(p + 64));
+        t = _mm512_dpbusd_epi32(t, v2, _mm512_loadu_si512(p + 128));
+        t = _mm512_dpbusd_epi32(t, v3, _mm512_loadu_si512(p + 192));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(p + 320))),
+                                 acc[r]);
     }
 }
 
 ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
-    const int64_t nb = n / NX_QK, np = prep_pairs(n);
+    const int64_t nb = n / NX_QK;
     const nx_block_q8_0 *wb = w;
-    prep_row xr[ROWS];
+    const char *xr[ROWS], *xo[ROWS];
     __m512 acc[ROWS];
     for (int r = 0; r < nr; r++) {
-        const char *row = act_row(x, xs, r);
-        xr[r].codes = (const int8_t *)row;
-        xr[r].corr = (const int32_t *)(row + 64 * np);
-        xr[r].scale = (const float *)(row + 128 * np);
+        xr[r] = act_row(x, xs, r);
         acc[r] = _mm512_setzero_ps();
     }
-    const __m512i idx0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i two = _mm512_set1_epi32(2);
+    /* lane 2j+h takes block j's scale: octet 0 of a 16-block group uses lanes 0..7, octet 1 8..15 */
+    const __m512i e0 = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i e1 = _mm512_add_epi32(e0, _mm512_set1_epi32(8));
     int64_t g = 0;
-    for (; g + 16 <= nb; g += 16) { /* whole groups of 16 blocks: 8 pairs, unrolled */
-        const __m512 dw = q8_0_scales16(wb + g, 16);
-        __m512 s16[ROWS];
-        for (int r = 0; r < nr; r++) s16[r] = _mm512_mul_ps(dw, _mm512_loadu_ps(xr[r].scale + g));
-        __m512i idx = idx0;
-#pragma GCC unroll 4
-        for (int k = 0; k < 8; k += 2) {
-            _mm_prefetch((const char *)(wb + g + 2 * k) + PREP_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)(wb + g + 2 * k) + PREP_PF + 64, _MM_HINT_T0);
-            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k, true), xr, g / 2 + k, s16, idx, acc);
-            idx = _mm512_add_epi32(idx, two);
-            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k + 2, true), xr, g / 2 + k + 1, s16, idx, acc);
-            idx = _mm512_add_epi32(idx, two);
-        }
+    for (; g + 16 <= nb; g += 16) { /* whole groups of 16 blocks: 2 octets */
+        const char *pf = (const char *)(wb + g) + PREP_PF;
+        for (int l = 0; l < 544; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+        const __m512 dw16 = q8_0_scales16(wb + g, 16);
+        for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
+        q8_0_octet_rows(nr, wb + g, _mm512_permutexvar_ps(e0, dw16), xo, acc);
+        for (int r = 0; r < nr; r++) xo[r] += PREP_OCT;
+        q8_0_octet_rows(nr, wb + g + 8, _mm512_permutexvar_ps(e1, dw16), xo, acc);
     }
-    if (g < nb) { /* last partial group */
-        const int cnt = (int)(nb - g);
-        const __m512 dw = q8_0_scales16(wb + g, cnt);
-        __m512 s16[ROWS];
-        for (int r = 0; r < nr; r++) s16[r] = _mm512_mul_ps(dw, _mm512_loadu_ps(xr[r].scale + g));
-        __m512i idx = idx0;
-        for (int k = 0; 2 * k < cnt; k++) {
-            q8_0_pair_rows(nr, q8_0_pair(wb + g + 2 * k, 2 * k + 1 < cnt), xr, g / 2 + k, s16, idx, acc);
-            idx = _mm512_add_epi32(idx, two);
-        }
+    if (g + 8 <= nb) { /* a whole octet left */
+        for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
+        q8_0_octet_rows(nr, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, 8)), xo, acc);
+        g += 8;
     }
-    /* lower half: even blocks, upper half: odd blocks - the plain kernel's acc0 / acc1 */
+    if (g < nb) { /* a partial octet: a zero-padded copy (zero blocks add nothing, see above) */
+        nx_block_q8_0 tail[8];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, wb + g, sizeof(nx_block_q8_0) * (size_t)(nb - g));
+        for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
+        q8_0_octet_rows(nr, tail, _mm512_permutexvar_ps(e0, q8_0_scales16(tail, 8)), xo, acc);
+    }
     for (int r = 0; r < nr; r++)
         out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }

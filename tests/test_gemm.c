@@ -50,22 +50,35 @@ static void fill_acts(float *x, int64_t n, int64_t T, tu_rng *r) {
     }
 }
 
-/* y must equal, bit for bit, the 1-row vec-dot of every (row, output) pair. */
+/* y must equal, bit for bit, the 1-row kernel nx_matmul runs below 16 rows at the AVX-512
+ * level, for every (row, output) pair: for q8_0 the kernel on prepared activations (its layout
+ * made from the same q8_0 rows), otherwise the vec-dot kernel. */
 static void check_rows(nx_type type, const char *w, size_t row_bytes, int64_t n, int64_t out, const char *xq,
                        size_t xrow, int64_t T, const float *y, const char *what) {
-    nx_vec_dot_fn dot = nx_vec_dot_for(type, NX_ISA_AVX512);
-    for (int64_t t = 0; t < T; t++)
+    const nx_prepared_dot *prep = &nx_type_get(type)->prepared[NX_ISA_AVX512];
+    assert_true(prep->dot == NULL || type == NX_TYPE_Q8_0); /* a new prepared kernel: extend this test */
+    nx_vec_dot_fn dot = prep->dot ? prep->dot : nx_vec_dot_for(type, NX_ISA_AVX512);
+    const size_t prow = prep->dot ? prep->row_bytes(n) : 0;
+    char *xp = prep->dot ? malloc(prow) : NULL;
+    for (int64_t t = 0; t < T; t++) {
+        const char *xt = xq + (size_t)t * xrow;
+        if (xp) {
+            nx_prep_q8_0_from_blocks(xt, xp, n);
+            xt = xp;
+        }
         for (int64_t o = 0; o < out; o++) {
             float want;
-            dot(n, &want, w + (size_t)o * row_bytes, xq + (size_t)t * xrow, xrow, 1);
+            dot(n, &want, w + (size_t)o * row_bytes, xt, xrow, 1);
             const float got = y[t * out + o];
             if (memcmp(&got, &want, sizeof got) != 0) {
-                print_error("%s %s n=%lld out=%lld T=%lld: y[%lld][%lld] = %.9g, vec-dot %.9g\n", what,
+                print_error("%s %s n=%lld out=%lld T=%lld: y[%lld][%lld] = %.9g, 1-row kernel %.9g\n", what,
                             nx_type_name(type), (long long)n, (long long)out, (long long)T, (long long)t,
                             (long long)o, got, want);
                 fail();
             }
         }
+    }
+    free(xp);
 }
 
 /* Through nx_matmul: quantised weights and activations, shapes with tails, 1 and 3 threads. */
@@ -80,7 +93,9 @@ static void test_gemm_matmul_bit_identical(void **state) {
     for (size_t ti = 0; ti < NX_ARRAY_LEN(types); ti++) {
         const nx_type type = types[ti];
         const nx_type_traits *tt = nx_type_get(type), *ta = nx_type_get(tt->vec_dot_type);
-        const int64_t ns[] = {tt->block_size, 3 * tt->block_size, 8 * tt->block_size, 33 * tt->block_size / 8 * 8 + tt->block_size};
+        /* q8_0: partial octets (1, 3, 13 = 8 + 5 blocks), whole ones (8, 24), groups of 16 + tails (29, 34) */
+        const int64_t ns[] = {tt->block_size, 3 * tt->block_size, 8 * tt->block_size, 13 * tt->block_size,
+                              24 * tt->block_size, 29 * tt->block_size, 33 * tt->block_size / 8 * 8 + tt->block_size};
         for (size_t ni = 0; ni < NX_ARRAY_LEN(ns); ni++) {
             const int64_t n = ns[ni], out = outs[(ti + ni) % NX_ARRAY_LEN(outs)], T = Ts[(ti + 2 * ni) % NX_ARRAY_LEN(Ts)];
             size_t rowb, xrow;
