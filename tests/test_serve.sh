@@ -67,6 +67,9 @@ start "$tmp/spec.log" -np 3 -c 512 --api-key secret --spec mtp --draft-max 3 --n
       --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"
 check "speculative server starts" '[ -n "$base" ] && grep -q "speculative mtp" "$tmp/spec.log"'
 [ -n "$base" ] && { node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" spec || fail=1; }
+check "bench/serve_load.mjs drives the speculative server (3 clients)" \
+      'node "$NEXTN_SRC/bench/serve_load.mjs" "$base" --key secret --clients 3 --requests 2 --max-tokens 8 >"$tmp/load" &&
+       grep -q "^clients 3 x 2 requests x 8 tokens: 48 tokens in" "$tmp/load"'
 
 check "--draft-vocab without --spec mtp is refused" '! "$NEXTN" serve -m "$model" --draft-vocab 8 2>"$tmp/e" && grep -q "need --spec mtp" "$tmp/e"'
 check "bad options are refused clearly" '! "$NEXTN" serve -m "$model" --host nowhere --port 0 2>"$tmp/e" && grep -q "IPv4" "$tmp/e"'
