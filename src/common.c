@@ -71,6 +71,12 @@ double nx_time_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double nx_thread_time_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return nx_time_s();
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 uint64_t nx_peak_rss_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;

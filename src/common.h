@@ -45,6 +45,10 @@ static inline bool nx_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
 /* Monotonic wall clock in seconds. */
 double nx_time_s(void);
 
+/* CPU seconds of the calling thread (excludes the time it was descheduled; falls back to the
+ * wall clock where the thread clock is unavailable). */
+double nx_thread_time_s(void);
+
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t nx_peak_rss_bytes(void);
 

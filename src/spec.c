@@ -381,17 +381,22 @@ static double est_verify(const nx_spec *s, int n) {
     return t;
 }
 
+#define EXPLORE_EVERY 8
+#define WARM_DRAFTS 3
+#define EXPLORE_EXTRA 2
+
 static int32_t choose_N(nx_spec *s) {
     s->probing = false;
     if (!s->mtp || s->p.draft_max == 0) return 0;
     if (!s->p.adaptive) return s->p.draft_max;
     bool measured = false;
     for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->n_ver[i];
-    /* measure first: two steps of (up to) two drafts, so that every estimate the decision
-     * needs has a second sample replacing the cold first one (see ema) */
+    /* measure first: two steps of (up to) WARM_DRAFTS drafts, so that every estimate the
+     * decision needs has a second sample replacing the cold first one (see ema), and the
+     * acceptance of the deeper drafts is seen from the start */
     if (s->warm_steps < 2 || !s->n_pass || !measured) {
         s->warm_steps++;
-        return NX_MIN(2, s->p.draft_max);
+        return NX_MIN(WARM_DRAFTS, s->p.draft_max);
     }
     /* pass 0 (it also writes the accepted rows of the previous step), then 1-row passes */
     const double t0 = s->n_pass0 ? s->t_pass0 : s->t_pass;
@@ -412,11 +417,14 @@ static int32_t choose_N(nx_spec *s) {
     }
     if (best > 0) {
         s->plain_run = 0;
-        /* explore: an estimate is only refreshed when its draft length is used, so one that
-         * noise made too high would never recover; every 32nd drafting step drafts one more */
-        if (best < s->p.draft_max && ++s->explore_run >= 32) {
+        /* explore: a verify-cost estimate is only refreshed when its draft length is used, so
+         * one that noise or a cold first pass made too high would never recover; every
+         * EXPLORE_EVERY-th drafting step drafts EXPLORE_EXTRA more.  On the demo model,
+         * exploring 1 more every 32 steps left the model at 1-2 drafts for most of a 128-token
+         * run (the 3- and 4-row costs stuck at their warm-up values) where 3 were faster. */
+        if (best < s->p.draft_max && ++s->explore_run >= EXPLORE_EVERY) {
             s->explore_run = 0;
-            return best + 1;
+            return NX_MIN(s->p.draft_max, best + EXPLORE_EXTRA);
         }
         return best;
     }
@@ -549,7 +557,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             q->ran_mtp = true;
         }
         if (n == 0) break;
-        double t0 = nx_time_s();
+        double t0 = nx_time_s(), c0 = nx_thread_time_s();
         if (!nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err))
             return nx_fail_prefix(err, "draft");
         s->st.mtp_rows += n;
@@ -563,17 +571,21 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             if (stop || q->n_draft >= q->cap) q->drafting = false;
             more = more || q->drafting;
         }
-        double dt = nx_time_s() - t0;
-        if (s->cost_fn) dt = s->cost_fn(s->cost_user, NX_SPEC_COST_DRAFT, n, 1);
+        double dt = nx_time_s() - t0, cdt = nx_thread_time_s() - c0;
+        if (s->cost_fn) dt = cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_DRAFT, n, 1);
         s->st.t_draft += dt;
-        /* Cost model samples.  A pass with one row per sequence is a plain draft pass.  Pass 0
+        /* Cost model samples, in CPU seconds of this thread (the stats stay wall-clock): on a
+         * shared machine a pass preempted for a few milliseconds is common, and wall-clock
+         * samples made the longer (more often preempted) verifies look expensive, so the model
+         * drafted less than it should.  Preemption does not depend on the draft length, so it
+         * does not belong in the decision.  A pass with one row per sequence is a plain draft pass.  Pass 0
          * also writes the backlog: while drafting continuously that is the previous step's
          * accepted rows (a real cost of drafting, kept apart); after a plain stretch it is a
          * catch-up of up to MIRROR_CAP rows, caused by the plain steps and not representative
          * of drafting, so it is not sampled (sampling it made plain stretches look like
          * expensive drafting and kept the model in plain mode). */
-        if (n == n_drafting || s->n_pass == 0) ema(&s->t_pass, &s->n_pass, dt);
-        else if (pass == 0 && max_backlog <= s->p.draft_max + 1) ema(&s->t_pass0, &s->n_pass0, dt);
+        if (n == n_drafting || s->n_pass == 0) ema(&s->t_pass, &s->n_pass, cdt);
+        else if (pass == 0 && max_backlog <= s->p.draft_max + 1) ema(&s->t_pass0, &s->n_pass0, cdt);
         if (!more) break;
     }
     for (int32_t i = 0; i < s->n_seq; i++) {
@@ -689,14 +701,17 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
         }
         rows_per_seq = NX_MAX(rows_per_seq, q->n_draft + 1);
     }
-    double t0 = nx_time_s();
+    double t0 = nx_time_s(), c0 = nx_thread_time_s();
     nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
     if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "verify");
-    double t1 = nx_time_s();
-    if (s->cost_fn) t0 = t1 - s->cost_fn(s->cost_user, NX_SPEC_COST_VERIFY, n, rows_per_seq);
+    double t1 = nx_time_s(), cdt = nx_thread_time_s() - c0;
+    if (s->cost_fn) {
+        cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_VERIFY, n, rows_per_seq);
+        t0 = t1 - cdt;
+    }
     s->st.t_verify += t1 - t0;
     s->st.verify_rows += n;
-    ema(&s->t_ver[rows_per_seq], &s->n_ver[rows_per_seq], t1 - t0);
+    ema(&s->t_ver[rows_per_seq], &s->n_ver[rows_per_seq], cdt);
 
     int64_t acc_before = s->st.accepted;
     for (int32_t i = 0; i < s->n_seq; i++) {
