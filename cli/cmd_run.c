@@ -62,7 +62,7 @@ int cmd_run(int argc, char **argv) {
         {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
         {"--no-mtp", NULL, NX_ARG_FLAG, &no_mtp, NULL, "--spec: do not use an MTP head (plain decoding)", 0, 0, NULL, false},
         {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
-        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens (default 0 = all)", 1, 1e9, NULL, false},
+        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt if that file is beside the model, else all)", 0, 1e9, NULL, false},
         {"--draft-vocab-file", NULL, NX_ARG_STRING, &spec.draft_vocab_file, "FILE", "--spec: token frequencies from `nextn draft-vocab` (default: the K lowest ids)", 0, 0, NULL, false},
     };
     const size_t n_args = NX_ARGS_LEN(args);
@@ -78,6 +78,8 @@ int cmd_run(int argc, char **argv) {
     if (spec.draft_min > spec.draft_max)
         return nx_usage_error(CMD, "--draft-min %d is larger than --draft-max %d", spec.draft_min, spec.draft_max);
     if (no_mtp && spec.mtp_model) return nx_usage_error(CMD, "--no-mtp and --mtp-model contradict each other");
+    if (nx_args_find(args, n_args, "--draft-vocab")->seen && spec.draft_vocab == 0 && !spec.draft_vocab_file)
+        spec.draft_vocab = NEXTN_DRAFT_VOCAB_ALL;
     if (spec.draft_vocab_file && spec.draft_vocab == 0)
         return nx_usage_error(CMD, "--draft-vocab-file needs --draft-vocab K (how many tokens to keep)");
     spec.use_mtp = !no_mtp;

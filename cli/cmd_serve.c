@@ -51,7 +51,7 @@ int cmd_serve(int argc, char **argv) {
         {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
         {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
         {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
-        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens (default 0 = all)", 1, 1e9, NULL, false},
+        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt if that file is beside the model, else all)", 0, 1e9, NULL, false},
         {"--draft-vocab-file", NULL, NX_ARG_STRING, &spec.draft_vocab_file, "FILE", "--spec: token frequencies from `nextn draft-vocab` (default: the K lowest ids)", 0, 0, NULL, false},
     };
     const size_t n_args = NX_ARGS_LEN(args);
@@ -61,6 +61,8 @@ int cmd_serve(int argc, char **argv) {
     if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");
     sp.seed = nx_args_find(args, n_args, "--seed")->seen ? seed : (uint64_t)time(NULL);
     spec.adaptive = !no_adaptive;
+    if (nx_args_find(args, n_args, "--draft-vocab")->seen && spec.draft_vocab == 0 && !spec.draft_vocab_file)
+        spec.draft_vocab = NEXTN_DRAFT_VOCAB_ALL;
     if (spec.draft_vocab_file && spec.draft_vocab == 0)
         return nx_usage_error(CMD, "--draft-vocab-file needs --draft-vocab K (how many tokens to keep)");
     if (spec_choice == 0 && (spec.draft_vocab || nx_args_find(args, n_args, "--draft-max")->seen))

@@ -60,7 +60,8 @@ static void usage(FILE *f) {
             "  --temp T         sampling temperature (default 0 = greedy; T > 0 uses top-k 40, top-p 0.95)\n"
             "  --runs R         repetitions; medians are reported (default 3)\n"
             "  --verify-cost    also time k-row verify batches against a 1-row decode, and a draft step\n"
-            "  --draft-vocab K  the MTP head scores only K tokens (default: all)\n"
+            "  --draft-vocab K  the MTP head scores only K tokens; 0 = all (default: V/4 from\n"
+            "                   <model>.draft-vocab.txt when that file is beside the model, else all)\n"
             "  --draft-vocab-file FILE  token frequencies (`nextn draft-vocab`) choosing them (default: lowest ids)\n"
             "  --cpu-time       time with process CPU seconds instead of wall seconds (use with -t 1 on a\n"
             "                   shared machine; the draft/verify shares stay wall-clock)\n");
@@ -106,7 +107,7 @@ static double median(double *v, int n) {
 
 typedef struct options {
     const char *model, *mtp_model, *prompt_ids, *dv_file;
-    bool no_mtp, oracle, verify_cost, cpu_time;
+    bool no_mtp, oracle, verify_cost, cpu_time, dv_seen;
     long prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, seed, draft_vocab;
     double p_min, temp;
     nx_kv_type kv;
@@ -315,7 +316,7 @@ int cmd_spec_bench(int argc, char **argv) {
         else if (!strcmp(a, "--no-adaptive")) o.adaptive = false;
         else if (!strcmp(a, "--prompt")) { NEED_VALUE(); o.prompt_ids = v; }
         else if (!strcmp(a, "--draft-vocab-file")) { NEED_VALUE(); o.dv_file = v; }
-        else if (!strcmp(a, "--draft-vocab")) { NEED_VALUE(); if (!parse_int(v, 1, 2147483647L, &l)) BAD("expected 1..2147483647"); o.draft_vocab = l; }
+        else if (!strcmp(a, "--draft-vocab")) { NEED_VALUE(); if (!parse_int(v, 0, 2147483647L, &l)) BAD("expected 0..2147483647"); o.draft_vocab = l; o.dv_seen = true; }
         else if (!strcmp(a, "--prompt-len") || !strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { NEED_VALUE(); if (!parse_int(v, 1, 4096, &l)) BAD("expected 1..4096"); o.prompt_len = l; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { NEED_VALUE(); if (!parse_int(v, 1, 1 << 20, &l)) BAD("expected 1..1048576"); o.n_gen = l; }
         else if (!strcmp(a, "--seqs")) { NEED_VALUE(); if (!parse_int(v, 1, 256, &l)) BAD("expected 1..256"); o.seqs = l; }
@@ -378,6 +379,16 @@ int cmd_spec_bench(int argc, char **argv) {
     } else {
         fprintf(stderr, CMD ": --no-mtp: plain decoding only\n");
     }
+    char dv_sibling[1024];
+    bool dv_auto = false;
+    if (head && !o.dv_seen && !o.dv_file) {
+        /* automatic: the frequency file beside the model, V/4 tokens (draft_vocab.h) */
+        if (!nx_draft_vocab_sibling(o.model, dv_sibling, sizeof dv_sibling, &dv_auto, &err)) goto fail;
+        if (dv_auto) {
+            o.draft_vocab = nx_draft_vocab_auto_k(model->hp.n_vocab);
+            o.dv_file = dv_sibling;
+        }
+    }
     if (o.draft_vocab > 0 && head) {
         /* the K draft tokens; the head is restricted after the whole-vocabulary draft timing */
         uint64_t fp = 0;
@@ -389,9 +400,13 @@ int cmd_spec_bench(int argc, char **argv) {
         }
         dv_ids = malloc((size_t)o.draft_vocab * sizeof *dv_ids);
         if (!dv_ids) { nx_fail(&err, "out of memory"); goto fail; }
-        if (!nx_draft_vocab_select(o.dv_file, model->hp.n_vocab, fp, (int32_t)o.draft_vocab, dv_ids, &err)) goto fail;
-        fprintf(stderr, CMD ": draft vocabulary: %ld tokens (%s%s)\n", o.draft_vocab,
-                o.dv_file ? "most frequent in " : "the lowest ids", o.dv_file ? o.dv_file : "");
+        if (!nx_draft_vocab_select(o.dv_file, model->hp.n_vocab, fp, (int32_t)o.draft_vocab, dv_ids, &err)) {
+            if (dv_auto) nx_fail_prefix(&err, "draft vocabulary file found beside the model (--draft-vocab 0 = whole vocabulary)");
+            goto fail;
+        }
+        fprintf(stderr, CMD ": draft vocabulary: %ld tokens (%s%s%s)\n", o.draft_vocab,
+                o.dv_file ? "most frequent in " : "the lowest ids", o.dv_file ? o.dv_file : "",
+                dv_auto ? ", found beside the model; --draft-vocab 0 = all" : "");
     } else if (o.draft_vocab > 0 && (uint64_t)o.draft_vocab > model->hp.n_vocab) {
         nx_fail(&err, "--draft-vocab %ld out of range (1..%u, the model's vocabulary)", o.draft_vocab, model->hp.n_vocab);
         goto fail;

@@ -25,10 +25,11 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
     else
         fprintf(stderr, "nextn %s: speculative decoding: MTP head from %s, draft-max %d%s\n", cmd,
                 nextn_spec_mtp_source(s), o->spec.draft_max, o->spec.adaptive ? " (adaptive)" : "");
-    if (nextn_spec_has_mtp(s) && o->spec.draft_vocab > 0)
-        fprintf(stderr, "nextn %s: draft vocabulary: %d tokens (%s%s)\n", cmd, o->spec.draft_vocab,
-                o->spec.draft_vocab_file ? "most frequent in " : "the lowest ids",
-                o->spec.draft_vocab_file ? o->spec.draft_vocab_file : "");
+    const char *dv_file;
+    const int32_t dv = nextn_spec_draft_vocab(s, &dv_file);
+    if (nextn_spec_has_mtp(s) && dv > 0)
+        fprintf(stderr, "nextn %s: draft vocabulary: %d tokens (%s%s)\n", cmd, dv,
+                dv_file ? "most frequent in " : "the lowest ids", dv_file ? dv_file : "");
     if (tok && !o->print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
         fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
         goto done;

@@ -209,6 +209,8 @@ void nextn_sampler_reset(nextn_sampler *s);
  * nextn_spec_notice() says why.  See docs/mtp.md. */
 typedef struct nextn_spec nextn_spec;
 
+#define NEXTN_DRAFT_VOCAB_ALL (-1)
+
 typedef struct nextn_spec_params {
     bool use_mtp;              /* default true; false = plain decoding through the same calls */
     const char *mtp_model;     /* MTP GGUF (mtp-only or full), NULL = automatic */
@@ -217,7 +219,10 @@ typedef struct nextn_spec_params {
     float draft_p_min;         /* stop drafting below this top probability (default 0) */
     bool adaptive;             /* online cost model chooses the draft length (default true) */
     bool penalize_prompt;      /* prompt tokens enter the sampler's penalty history (default true) */
-    int32_t draft_vocab;       /* K > 0: the MTP head's logits cover only K tokens (default 0 = all) */
+    int32_t draft_vocab;       /* K > 0: the MTP head's logits cover only K tokens; 0 (default) =
+                                * automatic: when "<model minus .gguf>.draft-vocab.txt" sits beside
+                                * the model file, the V/4 most frequent tokens in it, else all;
+                                * NEXTN_DRAFT_VOCAB_ALL = always the whole vocabulary */
     const char *draft_vocab_file; /* frequency file (`nextn draft-vocab`) choosing the K tokens;
                                    * NULL = the K lowest ids.  Needs draft_vocab > 0. */
 } nextn_spec_params;
@@ -238,6 +243,9 @@ void nextn_spec_free(nextn_spec *s);
 bool nextn_spec_has_mtp(const nextn_spec *s);
 const char *nextn_spec_notice(const nextn_spec *s);     /* why decoding is plain ("" if it is not) */
 const char *nextn_spec_mtp_source(const nextn_spec *s); /* file the MTP weights came from ("" if none) */
+/* Tokens the draft head scores (0 = the whole vocabulary) and, in *file (may be NULL), the
+ * frequency file that chose them (NULL = the lowest ids or the whole vocabulary). */
+int32_t nextn_spec_draft_vocab(const nextn_spec *s, const char **file);
 int32_t nextn_spec_max_step_tokens(const nextn_spec *s); /* room `out` needs in nextn_spec_step */
 /* Decodes the prompt (n >= 1 tokens, empty sequence) and samples the first token. */
 bool nextn_spec_prefill(nextn_spec *s, const int32_t *ids, int32_t n, int32_t *first, nextn_error *err);

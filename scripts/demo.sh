@@ -5,7 +5,9 @@
 #   1. `nextn run`: greedy text from a held-out prompt (Genesis 20 is not in the training set);
 #   2. `nextn spec-bench`: the same prompt decoded plain and with MTP speculative decoding in one
 #      run; prints both speeds, the speedup, the draft acceptance and tokens per step, and checks
-#      that both outputs are identical.
+#      that both outputs are identical.  The draft head scores only the 1024 most frequent tokens:
+#      models/nextn-demo.draft-vocab.txt sits beside the model, so it is used automatically
+#      (docs/mtp.md "Default"; --draft-vocab 0 would score all 4096).
 # Without the model file it falls back to a synthetic random-weight model and `nextn info`.
 set -euo pipefail
 build=${1:-build}

@@ -19,6 +19,8 @@ struct nextn_spec {
     nx_spec *drv;
     int32_t stride;
     int32_t n_seq;
+    int32_t draft_vocab;       /* K of the head (0 = whole vocabulary) */
+    char dv_file[1024];        /* the frequency file that chose them ("" = none) */
     char notice[256];
 };
 
@@ -88,6 +90,17 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         if (!mtp_path && !m->mtp.present && m->hp.n_mtp == 1) mtp_path = path;
         if (!nx_mtp_head_open(&s->head, m, path, mtp_path, s->notice, sizeof s->notice, &ie)) goto fail;
     }
+    if (p.draft_vocab == 0 && !p.draft_vocab_file && s->head) {
+        /* automatic: a frequency file beside the model (nx_draft_vocab_sibling) */
+        bool found;
+        if (!nx_draft_vocab_sibling(m->gguf ? m->gguf->path : NULL, s->dv_file, sizeof s->dv_file, &found, &ie))
+            goto fail;
+        if (found) {
+            p.draft_vocab = nx_draft_vocab_auto_k(m->hp.n_vocab);
+            p.draft_vocab_file = s->dv_file;
+        }
+    }
+    if (p.draft_vocab == NEXTN_DRAFT_VOCAB_ALL) p.draft_vocab = 0;
     if (p.draft_vocab_file && p.draft_vocab <= 0) {
         nx_fail(&ie, "--draft-vocab-file %s needs --draft-vocab K (how many tokens to keep)", p.draft_vocab_file);
         goto fail;
@@ -102,8 +115,17 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
                                                nx_draft_vocab_fingerprint(nx_api_tokenizer(model)), p.draft_vocab,
                                                ids, &ie) &&
                   nx_mtp_head_set_draft_vocab(s->head, ids, p.draft_vocab, &ie);
+        if (!ok && p.draft_vocab_file == s->dv_file)
+            nx_fail_prefix(&ie, "draft vocabulary file found beside the model (--draft-vocab 0 = whole vocabulary)");
         free(ids);
         if (!ok) goto fail;
+        s->draft_vocab = p.draft_vocab;
+        if (p.draft_vocab_file && p.draft_vocab_file != s->dv_file)
+            snprintf(s->dv_file, sizeof s->dv_file, "%s", p.draft_vocab_file);
+        else if (!p.draft_vocab_file)
+            s->dv_file[0] = '\0';
+    } else {
+        s->dv_file[0] = '\0';
     }
     s->pool = nx_pool_create(c.n_threads, &ie);
     if (!s->pool) goto fail;
@@ -134,6 +156,11 @@ fail:
 bool nextn_spec_has_mtp(const nextn_spec *s) { return s->mtp != NULL; }
 const char *nextn_spec_notice(const nextn_spec *s) { return s->notice; }
 const char *nextn_spec_mtp_source(const nextn_spec *s) { return s->head ? s->head->source : ""; }
+
+int32_t nextn_spec_draft_vocab(const nextn_spec *s, const char **file) {
+    if (file) *file = s->draft_vocab > 0 && s->dv_file[0] ? s->dv_file : NULL;
+    return s->draft_vocab;
+}
 int32_t nextn_spec_max_step_tokens(const nextn_spec *s) { return s->stride; }
 
 bool nextn_spec_prefill(nextn_spec *s, const int32_t *ids, int32_t n, int32_t *first, nextn_error *err) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAGIC "nextn-draft-vocab 1"
 #define LINE_MAX_LEN 4096
@@ -246,3 +247,17 @@ bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerpr
     fclose(f);
     return ok;
 }
+
+bool nx_draft_vocab_sibling(const char *model_path, char *out, size_t out_len, bool *found, nx_err *err) {
+    *found = false;
+    if (!model_path) return true;
+    size_t n = strlen(model_path);
+    if (n >= 5 && !strcmp(model_path + n - 5, ".gguf")) n -= 5;
+    int w = snprintf(out, out_len, "%.*s.draft-vocab.txt", (int)n, model_path);
+    if (w < 0 || (size_t)w >= out_len) return nx_fail(err, "%s: draft-vocab file name too long", model_path);
+    struct stat st;
+    *found = stat(out, &st) == 0 && S_ISREG(st.st_mode);
+    return true;
+}
+
+int32_t nx_draft_vocab_auto_k(uint32_t n_vocab) { return (int32_t)((n_vocab + 3) / 4); }

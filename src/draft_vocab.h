@@ -43,6 +43,16 @@ bool nx_draft_vocab_save(const char *path, const uint64_t *counts, uint32_t n_vo
  * another vocabulary. */
 bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
                            nx_err *err);
+/* The frequency file found automatically beside a model: "<path minus .gguf>.draft-vocab.txt"
+ * (models/nextn-demo.gguf -> models/nextn-demo.draft-vocab.txt).  *found false (and true
+ * returned) when there is none; false only when the name would not fit in out. */
+bool nx_draft_vocab_sibling(const char *model_path, char *out, size_t out_len, bool *found, nx_err *err);
+
+/* K used with an automatically found file: a quarter of the vocabulary (rounded up).  On the
+ * demo model (V = 4096) K = 1024 made a draft step 0.28x the whole-vocabulary one and cost
+ * ~2.5 points of acceptance (docs/mtp.md). */
+int32_t nx_draft_vocab_auto_k(uint32_t n_vocab);
+
 /* The same from an open stream (f NULL = the lowest ids); `name` names it in messages. */
 bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, uint64_t fingerprint, int32_t K,
                                   int32_t *ids, nx_err *err);

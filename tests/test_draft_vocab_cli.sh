@@ -60,6 +60,25 @@ check "file without K" \
 check "draft-vocab: missing arguments, empty text" \
   '! "$NEXTN" draft-vocab -m "$tmp/full.gguf" >"$tmp/out" 2>&1 && has "required" && : >"$tmp/empty.txt" && ! "$NEXTN" draft-vocab -m "$tmp/full.gguf" -f "$tmp/empty.txt" -o "$tmp/x" >"$tmp/out" 2>&1 && has "no tokens"'
 
+# automatic: "<model>.draft-vocab.txt" beside the model is used with K = V/4 (128 of 512) when
+# --draft-vocab is not given; --draft-vocab 0 turns it off; a sibling of another tokenizer is
+# an error that says where the file came from
+cp "$tmp/full.gguf" "$tmp/auto.gguf"
+cp "$tmp/freq.txt" "$tmp/auto.draft-vocab.txt"
+check "run --spec mtp picks up <model>.draft-vocab.txt (K = V/4), output == plain" \
+  '"$NEXTN" run -m "$tmp/auto.gguf" $R --spec mtp --no-adaptive >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt" && has "draft vocabulary: 128 tokens (most frequent in $tmp/auto.draft-vocab.txt)"'
+check "run --spec mtp --draft-vocab 0: whole vocabulary" \
+  '"$NEXTN" run -m "$tmp/auto.gguf" $R --spec mtp --no-adaptive --draft-vocab 0 >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt" && ! grep -q "draft vocabulary" "$tmp/out"'
+check "spec-bench picks up <model>.draft-vocab.txt, outputs identical" \
+  '"$NEXTN" spec-bench -m "$tmp/auto.gguf" -n 16 --prompt-len 8 --runs 1 -t 1 --verify-cost >"$tmp/out" 2>&1 && has "draft vocabulary: 128 tokens" && has "found beside the model" && has "outputs identical" && has "with --draft-vocab 128"'
+check "spec-bench --draft-vocab 0: whole vocabulary" \
+  '"$NEXTN" spec-bench -m "$tmp/auto.gguf" -n 8 --prompt-len 8 --runs 1 -t 1 --draft-vocab 0 >"$tmp/out" 2>&1 && has "outputs identical" && ! grep -q "draft vocabulary" "$tmp/out"'
+cp "$tmp/other_tok.txt" "$tmp/auto.draft-vocab.txt"
+check "a sibling file of another tokenizer: error names where it came from" \
+  '! "$NEXTN" run -m "$tmp/auto.gguf" $R --spec mtp >/dev/null 2>"$tmp/out" && has "found beside the model" && has "tokenizer fingerprint 0123456789abcdef differs"'
+check "plain run ignores the sibling file" \
+  '"$NEXTN" run -m "$tmp/auto.gguf" $R >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt"'
+
 # the trained demo model: a frequency list from real text, output identical to plain decoding
 demo="$NEXTN_SRC/models/nextn-demo.gguf"
 if [ -f "$demo" ]; then
