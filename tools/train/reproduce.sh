@@ -26,6 +26,12 @@ shape="--hidden 128 --ffn 384 --layers 20 --heads 4 --kv-heads 2 --head-dim 32 -
 run="$w/run3-grow20"
 nice -n 2 $py "$src/tools/train/train.py" --data "$w/data" --out "$run" --init "$w/grown-l20.pt" --seed 3 --lr 1.5e-3 \
     --steps 750 --decay-start 450 --stop-at 700 --eval-windows 48 --eval-every 200 $shape
+# stage 4: from stage 3's parameters, fresh optimiser, other windows (seed 4), MTP loss weight 1.0,
+# lr 1e-3 constant to 450, linear decay to 1e-4 at 760.  (Executed in two resumed pieces: steps
+# 1-150 with --steps 2000 --decay-start 1000, then this command; same lr at every step.)
+prev="$run"; run="$w/run4"
+$py "$src/tools/train/train.py" --data "$w/data" --out "$run" --init "$prev/ckpt.pt" --seed 4 --lr 1e-3 --warmup 30 \
+    --steps 760 --decay-start 450 --mtp-weight 1.0 --eval-windows 48 --eval-every 200 $shape
 $py "$src/tools/train/evaluate.py" "$run/ckpt.pt" "$w/data" | tee "$run/final-eval.json"
 $py "$src/tools/train/export.py" "$run/ckpt.pt" "$w/tok" "$run/hf"
 "$src/build/nextn" convert "$run/hf" -o "$src/models/nextn-demo.gguf" --type f32 --name nextn-demo --force
