@@ -10,6 +10,8 @@
  *     rows, each weight row is dotted against the whole tile by the multi-row kernel: a weight
  *     block is decoded once per tile, and the OUT_BLOCK weight rows (a few tens of KB) stay
  *     in L2 while the tiles of a large T go by.
+ * f32 weights at AVX-512 take neither: nx_matmul_f32_avx512 (matmul_f32.h) handles every T, 16
+ * weight rows at a time, bit-identical to the f32 vec-dot kernel.
  * From NX_GEMM_MIN_T rows on, types with a GEMM kernel (q8_0, q4_K, q5_K, q6_K with AVX-512)
  * take the register-blocked path of gemm.h instead of step 2; it is bit-identical to the
  * vec-dot kernels, so the batch size never changes a result.
@@ -123,9 +125,12 @@ static void matmul_f32_groups(void *c, int64_t begin, int64_t end) {
 }
 
 /* Multiply-adds a chunk of an f32 matmul must reach before the work is split: a pool hand-off
- * costs a few microseconds, so smaller products run on the calling thread.  Measured on the
- * 2-core VM with the demo model's shapes (bench in docs/BENCHMARKS.md "tinyspec"): at 16 K the
- * 2-thread matmuls of a decode step took 0.48 ms against 0.69 ms on one thread (T = 2). */
+ * costs a few microseconds, so smaller products run on the calling thread (on the demo model:
+ * the 128 x 128 projections stay inline, the FFN, qkv and head matrices are split).  A
+ * throwaway micro-benchmark of the demo model's 161 matrices on the shared 2-core VM gave, at
+ * 16 K, 0.48 ms on 2 threads against 0.69 ms on one (2 rows); 4 K and 64 K were no better, but
+ * whenever another job held the second core every setting that splits at all was ~4x slower,
+ * so this is a rough value, not a tuned one. */
 #define F32_CHUNK_WORK 16384
 
 bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
