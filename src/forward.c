@@ -301,6 +301,7 @@ const float *nx_ctx_hidden(const nx_ctx *c) { return c->hidden; }
 int32_t nx_ctx_n_rows(const nx_ctx *c) { return c->T; }
 const nx_model *nx_ctx_model(const nx_ctx *c) { return c->model; }
 const nx_ctx_params *nx_ctx_params_of(const nx_ctx *c) { return &c->params; }
+int nx_ctx_n_threads(const nx_ctx *c) { return c->n_threads; }
 
 nx_ctx_memory nx_ctx_memory_usage(const nx_ctx *c) {
     nx_ctx_memory m = {nx_kv_bytes(&c->kv), nx_rstate_bytes(&c->rs),

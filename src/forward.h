@@ -65,6 +65,7 @@ const float *nx_ctx_hidden(const nx_ctx *ctx);
 int32_t nx_ctx_n_rows(const nx_ctx *ctx);                 /* T of the last batch */
 const nx_model *nx_ctx_model(const nx_ctx *ctx);
 const nx_ctx_params *nx_ctx_params_of(const nx_ctx *ctx);
+int nx_ctx_n_threads(const nx_ctx *ctx); /* threads of the context's pool */
 nx_ctx_memory nx_ctx_memory_usage(const nx_ctx *ctx);
 
 /* ---- per-sequence memory ----------------------------------------------------------------- */

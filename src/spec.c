@@ -65,6 +65,7 @@ struct nx_spec {
     int32_t plain_run, probe;
     int32_t warm_steps;       /* measuring steps done (see choose_N) */
     int32_t explore_run;      /* drafting steps since one drafted more than the model chose */
+    bool cpu_clock;           /* cost samples in this thread's CPU seconds (one-thread pool), else wall */
     nx_spec_cost_fn cost_fn;  /* tests: synthetic pass costs instead of the clock (NULL = clock) */
     void *cost_user;
     bool probing;
@@ -129,6 +130,7 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     nx_spec *s = nx_calloc(1, sizeof *s, "speculative driver", err);
     if (!s) return false;
     s->tgt = target;
+    s->cpu_clock = nx_ctx_n_threads(target) == 1;
     s->mtp = mtp;
     s->p = *p;
     if (!mtp) s->p.draft_max = 0;
@@ -385,6 +387,9 @@ static double est_verify(const nx_spec *s, int n) {
 #define WARM_DRAFTS 2
 #define EXPLORE_EXTRA 2
 
+/* The cost model's clock (see the comment at the samples in draft_all). */
+static double cost_clock(const nx_spec *s) { return s->cpu_clock ? nx_thread_time_s() : nx_time_s(); }
+
 static int32_t choose_N(nx_spec *s) {
     s->probing = false;
     if (!s->mtp || s->p.draft_max == 0) return 0;
@@ -558,7 +563,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             q->ran_mtp = true;
         }
         if (n == 0) break;
-        double t0 = nx_time_s(), c0 = nx_thread_time_s();
+        double t0 = nx_time_s(), c0 = cost_clock(s);
         if (!nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err))
             return nx_fail_prefix(err, "draft");
         s->st.mtp_rows += n;
@@ -572,14 +577,17 @@ static bool draft_all(nx_spec *s, nx_err *err) {
             if (stop || q->n_draft >= q->cap) q->drafting = false;
             more = more || q->drafting;
         }
-        double dt = nx_time_s() - t0, cdt = nx_thread_time_s() - c0;
+        double dt = nx_time_s() - t0, cdt = cost_clock(s) - c0;
         if (s->cost_fn) dt = cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_DRAFT, n, 1);
         s->st.t_draft += dt;
-        /* Cost model samples, in CPU seconds of this thread (the stats stay wall-clock): on a
-         * shared machine a pass preempted for a few milliseconds is common, and wall-clock
-         * samples made the longer (more often preempted) verifies look expensive, so the model
-         * drafted less than it should.  Preemption does not depend on the draft length, so it
-         * does not belong in the decision.  A pass with one row per sequence is a plain draft pass.  Pass 0
+        /* Cost model samples.  With a one-thread pool they are CPU seconds of this thread (the
+         * stats stay wall-clock): on a shared machine a pass preempted for a few milliseconds is
+         * common, and wall-clock samples made the longer (more often preempted) verifies look
+         * expensive, so the model drafted less than it should; preemption does not depend on the
+         * draft length.  With more threads the driver thread's CPU time misses the workers'
+         * share (and its waits), and in 1 of 8 `-t 2` runs on the demo model the model then went
+         * plain for most of the run; there the samples stay wall-clock.  A pass with one row per
+         * sequence is a plain draft pass.  Pass 0
          * also writes the backlog: while drafting continuously that is the previous step's
          * accepted rows (a real cost of drafting, kept apart); after a plain stretch it is a
          * catch-up of up to MIRROR_CAP rows, caused by the plain steps and not representative
@@ -702,10 +710,10 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
         }
         rows_per_seq = NX_MAX(rows_per_seq, q->n_draft + 1);
     }
-    double t0 = nx_time_s(), c0 = nx_thread_time_s();
+    double t0 = nx_time_s(), c0 = cost_clock(s);
     nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
     if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "verify");
-    double t1 = nx_time_s(), cdt = nx_thread_time_s() - c0;
+    double t1 = nx_time_s(), cdt = cost_clock(s) - c0;
     if (s->cost_fn) {
         cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_VERIFY, n, rows_per_seq);
         t0 = t1 - cdt;
