@@ -96,22 +96,40 @@ typedef struct run_totals {
     int64_t drafted, accepted, full_accepts, compared;
 } run_totals;
 
-/* Runs prompts [p0, p0 + n_seq) through the driver with draft length N, and compares. */
-static void spec_group(fixture *f, int p0, int n_seq, int N, bool noisy_oracle, tu_rng *rng, run_totals *tot) {
+/* A fixed-draft-length driver over n_seq sequences of the fixture's model and head. */
+typedef struct driver {
+    nx_ctx *c;
+    nx_mtp *m;
+    nx_spec *s;
+} driver;
+
+static driver open_driver(fixture *f, int n_seq, int N) {
     nx_err err;
+    driver d;
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = NCTX;
     cp.n_seq = n_seq;
     cp.n_snapshots = N;
-    nx_ctx *c;
-    nx_mtp *m;
-    if (!nx_ctx_create(&c, &f->model, &cp, f->pool, &err)) fail_msg("%s", err.msg);
-    if (!nx_mtp_create(&m, f->head, NCTX, n_seq, NX_KV_F16, f->pool, &err)) fail_msg("%s", err.msg);
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = N;
     sp.adaptive = false;
-    nx_spec *s;
-    if (!nx_spec_create(&s, c, m, &sp, &err)) fail_msg("%s", err.msg);
+    if (!nx_ctx_create(&d.c, &f->model, &cp, f->pool, &err) ||
+        !nx_mtp_create(&d.m, f->head, NCTX, n_seq, NX_KV_F16, f->pool, &err) || !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
+        fail_msg("%s", err.msg);
+    return d;
+}
+
+static void close_driver(driver *d) {
+    nx_spec_free(d->s);
+    nx_mtp_free(d->m);
+    nx_ctx_free(d->c);
+}
+
+/* Runs prompts [p0, p0 + n_seq) through the driver with draft length N, and compares. */
+static void spec_group(fixture *f, int p0, int n_seq, int N, bool noisy_oracle, tu_rng *rng, run_totals *tot) {
+    nx_err err;
+    driver d = open_driver(f, n_seq, N);
+    nx_spec *s = d.s;
     const int32_t *prompts[NSEQ];
     int32_t first[NSEQ], np[NSEQ], got[NSEQ][GEN + 1 + 16], n_got[NSEQ] = {0};
     for (int i = 0; i < n_seq; i++) {
@@ -157,9 +175,7 @@ static void spec_group(fixture *f, int p0, int n_seq, int N, bool noisy_oracle, 
     }
     tot->drafted += nx_spec_get_stats(s)->drafted;
     tot->accepted += nx_spec_get_stats(s)->accepted;
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
+    close_driver(&d);
 }
 
 static void test_greedy_spec_equals_plain(void **state) {
@@ -198,19 +214,9 @@ static nx_sampler_params cb_sampling(int pi) {
  * tokens.  The reference for the same prompt decoded among others. */
 static void cb_alone(fixture *f, int pi, int N, int32_t *out) {
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = NCTX;
-    cp.n_snapshots = N;
-    nx_ctx *c;
-    nx_mtp *m;
-    nx_spec *s;
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = N;
-    sp.adaptive = false;
+    driver d = open_driver(f, 1, N);
+    nx_spec *s = d.s;
     nx_sampler_params smp = cb_sampling(pi);
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, NCTX, 1, NX_KV_F16, f->pool, &err));
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
     if (!nx_spec_prefill_seq(s, 0, f->prompt[pi], f->n_prompt[pi], &smp, &out[0], &err)) fail_msg("%s", err.msg);
     int32_t n = 1, buf[17], n_out;
     while (n < GEN + 1) {
@@ -218,9 +224,7 @@ static void cb_alone(fixture *f, int pi, int N, int32_t *out) {
         if (!nx_spec_step(s, &max_out, buf, &n_out, &err)) fail_msg("%s", err.msg);
         for (int j = 0; j < n_out; j++) out[n++] = buf[j];
     }
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
+    close_driver(&d);
 }
 
 /* Four slots, 40 prompts: a prompt is admitted (nx_spec_prefill_seq) as soon as a slot is free,
@@ -231,19 +235,8 @@ static void test_continuous_batching(void **state) {
     fixture *f = *state;
     enum { SLOTS = 4, N = 3, PROMPTS = 40 };
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = NCTX;
-    cp.n_seq = SLOTS;
-    cp.n_snapshots = N;
-    nx_ctx *c;
-    nx_mtp *m;
-    nx_spec *s;
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = N;
-    sp.adaptive = false;
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, NCTX, SLOTS, NX_KV_F16, f->pool, &err));
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    driver d = open_driver(f, SLOTS, N);
+    nx_spec *s = d.s;
     int slot_prompt[SLOTS], n_got[SLOTS];
     int32_t got[SLOTS][GEN + 1], out[SLOTS * (N + 1)], n_out[SLOTS], max_out[SLOTS];
     for (int i = 0; i < SLOTS; i++) slot_prompt[i] = -1;
@@ -305,9 +298,7 @@ static void test_continuous_batching(void **state) {
     assert_false(nx_spec_prefill_seq(s, SLOTS, f->prompt[0], f->n_prompt[0], &g, &first, &err));
     assert_non_null(strstr(err.msg, "out of range"));
     assert_false(nx_spec_seq_clear(s, -1, &err));
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
+    close_driver(&d);
 }
 
 /* ---- (c) exact sampling --------------------------------------------------------------------- */
