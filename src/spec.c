@@ -325,12 +325,13 @@ bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t
     if (!check_prompt(s, seq, n_prompt, err)) return false;
     seq_state *q = &s->seq[seq];
     if (sampling) {
+        /* checked before anything changes: a refused prefill leaves the sequence as it was */
+        if (sampling->temp > 0.0f && q->oracle) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
         nx_sampler *smp;
         if (!nx_sampler_create(&smp, s->V, sampling, err)) return false;
         nx_sampler_free(q->smp);
         q->smp = smp;
         q->greedy = sampling->temp <= 0.0f;
-        if (!q->greedy && q->oracle) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
     }
     reset_seq(s, q);
     return prefill_seqs(s, 1, &seq, &prompt, &n_prompt, first, err);
