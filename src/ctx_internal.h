@@ -39,7 +39,7 @@ struct nx_ctx {
     float *gather;          /* [cap_T][E] hidden rows that want logits, contiguous */
     float *logits;          /* [cap_T][V] grown lazily to n_out rows */
     int cap_logits;
-    float *att_scratch;     /* [n_threads][n_ctx] attention scores */
+    float *att_scratch;     /* [n_threads][NX_ATTN_MAX_Q][n_ctx] attention scores (attn_avx512.h) */
     int n_threads;
     bool avx512;            /* use the *_avx512 kernels (CPU checked at creation) */
     size_t scratch_bytes;

@@ -8,6 +8,7 @@
 
 #include "ctx_internal.h"
 #include "ops.h"
+#include "attn_avx512.h"
 #include "ops_avx512.h"
 #include "quant.h"
 
@@ -38,7 +39,7 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
         !nx_rstate_init(&c->rs, model->n_gdn_layers, conv_n, ssm_n, params->n_seq, params->n_snapshots, err))
         goto fail;
     c->seq_T = nx_calloc((size_t)params->n_seq, sizeof *c->seq_T, "context sequence counts", err);
-    c->att_scratch = c->seq_T ? nx_alloc_aligned((size_t)c->n_threads * (size_t)params->n_ctx * sizeof(float),
+    c->att_scratch = c->seq_T ? nx_alloc_aligned((size_t)c->n_threads * NX_ATTN_MAX_Q * (size_t)params->n_ctx * sizeof(float),
                                                  "attention scores", err) : NULL;
     if (!c->att_scratch) goto fail;
     *out = c;
