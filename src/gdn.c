@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gdn_conv_avx512.h"
 #include "ops.h"
 #include "ops_avx512.h"
 
@@ -105,6 +106,20 @@ static inline int in_slot(const nx_rstate *rs, int s, int T, int j) {
 void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
                  const float *w, const float *x, float *y, int c0, int c1, bool avx512) {
     const int W = Kc - 1; /* window length */
+    /* AVX-512, kernel 4 (every Qwen3.5 model): whole 16-channel blocks by nx_gdn_conv4_avx512
+     * (same bits as the loop below), the rest of [c0, c1) by the loop */
+    const int cv = avx512 && Kc == 4 ? c0 + (c1 - c0) / 16 * 16 : c0;
+    for (int t0 = 0; cv > c0 && t0 < rows->T; t0 += 64) {
+        const float *srcs[64];
+        float *dsts[64];
+        const int n = NX_MIN(64, rows->T - t0);
+        for (int i = 0; i < n; i++) {
+            const int s = rows->seq[t0 + i], j = rows->j[t0 + i], T = rows->seq_T[s];
+            srcs[i] = nx_rstate_conv(rs, layer, in_slot(rs, s, T, j), s);
+            dsts[i] = nx_rstate_conv(rs, layer, out_slot(T, j, rs->n_slot), s);
+        }
+        nx_gdn_conv4_avx512(w, srcs, dsts, x + (size_t)t0 * (size_t)C, y + (size_t)t0 * (size_t)C, (size_t)C, n, c0, cv);
+    }
     for (int t = 0; t < rows->T; t++) {
         const int s = rows->seq[t], j = rows->j[t];
         const int T = rows->seq_T[s];
@@ -112,7 +127,7 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
         float *dst = nx_rstate_conv(rs, layer, out_slot(T, j, rs->n_slot), s);
         const float *xt = x + (size_t)t * (size_t)C;
         float *yt = y + (size_t)t * (size_t)C;
-        for (int c = c0; c < c1; c++) {
+        for (int c = cv; c < c1; c++) {
             const float *wc = w + (size_t)c * (size_t)Kc;
             const float *sw = src + (size_t)c * (size_t)W;
             float *dw = dst + (size_t)c * (size_t)W;
