@@ -23,7 +23,11 @@ bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, size_t ssm_n, int
         return nx_fail(err, "recurrent state: size overflow (%d sequences, %d slots)", n_seq, rs->n_slot);
     /* calloc: zero state; snapshot slots never used stay untouched zero pages */
     rs->conv = nx_calloc(1, nc ? nc : 64, "recurrent conv state", err);
-    rs->ssm = rs->conv ? nx_calloc(1, ns ? ns : 64, "recurrent delta state", err) : NULL;
+    /* 64 bytes more, and ssm rounded up to a 64-byte boundary: the fused delta-rule kernel writes
+     * snapshot slots with streaming stores, which need aligned lines (ssm_n * 4 bytes per plane
+     * is a multiple of 64 for d % 16 == 0, so every head of every plane is aligned too) */
+    rs->ssm_mem = rs->conv ? nx_calloc(1, (ns ? ns : 64) + 64, "recurrent delta state", err) : NULL;
+    rs->ssm = rs->ssm_mem ? (float *)(((uintptr_t)rs->ssm_mem + 63) & ~(uintptr_t)63) : NULL;
     rs->cur = rs->ssm ? nx_calloc((size_t)n_seq, sizeof *rs->cur, "recurrent slots", err) : NULL;
     rs->last_T = rs->cur ? nx_calloc((size_t)n_seq, sizeof *rs->last_T, "recurrent slots", err) : NULL;
     if (!rs->last_T) {
@@ -35,7 +39,7 @@ bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, size_t ssm_n, int
 
 void nx_rstate_free(nx_rstate *rs) {
     free(rs->conv);
-    free(rs->ssm);
+    free(rs->ssm_mem);
     free(rs->cur);
     free(rs->last_T);
     memset(rs, 0, sizeof *rs);
@@ -144,9 +148,65 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
     }
 }
 
+/* Gated RMSNorm over one head's dv values (in place in out), times silu(z) (reference §4.7). */
+static void gated_norm(const float *o, float *ot, const float *zt, const float *norm_w, float eps, int d,
+                       bool avx512) {
+    nx_rmsnorm(o, norm_w, ot, d, eps);
+    if (avx512) nx_ops_mul_silu_avx512(ot, zt, d);
+    else for (int i = 0; i < d; i++) ot[i] *= nx_silu(zt[i]);
+}
+
+/* AVX-512, d % 16 == 0: per head and sequence, the sequence's rows go through
+ * nx_gdn_steps_avx512 in groups of up to NX_GDN_MAX_STEPS, so each state row is read once per
+ * group and written only where a slot must hold it: the snapshot slots (out_slot k >= 1), the
+ * sequence's last row (slot 0) and a group's last row (the next group reads it; rows older than
+ * the snapshots update slot 0 in place, as in the row-by-row loop).  Every value equals the
+ * row-by-row loop's (same float operations per state row and token). */
+static void recurrence_fused(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
+                             const float *qkv, int C, const float *beta, const float *g, const float *z,
+                             const float *norm_w, float eps, float *out, int h0, int h1) {
+    const int key_dim = Hk * d, VD = Hv * d;
+    const float *kp[NX_GDN_MAX_STEPS], *qp[NX_GDN_MAX_STEPS], *vp[NX_GDN_MAX_STEPS];
+    float *dp[NX_GDN_MAX_STEPS], *op[NX_GDN_MAX_STEPS], dec[NX_GDN_MAX_STEPS], bet[NX_GDN_MAX_STEPS];
+    int tp[NX_GDN_MAX_STEPS];
+    for (int h = h0; h < h1; h++) {
+        const int kh = h % Hk; /* tiled k-head / v-head mapping (reference §4.5) */
+        for (int s = 0; s < rs->n_seq; s++) {
+            const int T = rows->seq_T[s];
+            if (T == 0) continue;
+            int t = 0; /* batch row scanned so far; rows of s come in increasing j */
+            for (int j0 = 0; j0 < T; j0 += NX_GDN_MAX_STEPS) {
+                const int n = NX_MIN(T - j0, NX_GDN_MAX_STEPS);
+                for (int i = 0; i < n; i++) {
+                    while (rows->seq[t] != s) t++;
+                    const int j = j0 + i, slot = out_slot(T, j, rs->n_slot);
+                    const float *row = qkv + (size_t)t * (size_t)C;
+                    kp[i] = row + key_dim + kh * d;
+                    qp[i] = row + kh * d;
+                    vp[i] = row + 2 * key_dim + h * d;
+                    dec[i] = expf(g[(size_t)t * Hv + h]);
+                    bet[i] = beta[(size_t)t * Hv + h];
+                    op[i] = out + (size_t)t * VD + (size_t)h * d;
+                    dp[i] = slot != 0 || j == T - 1 || i == n - 1
+                                ? nx_rstate_ssm(rs, layer, slot, s) + (size_t)h * d * d : NULL;
+                    tp[i] = t++;
+                }
+                const float *src = nx_rstate_ssm(rs, layer, in_slot(rs, s, T, j0), s) + (size_t)h * d * d;
+                nx_gdn_steps_avx512(src, dp, n, kp, qp, vp, dec, bet, op, d);
+                for (int i = 0; i < n; i++)
+                    gated_norm(op[i], op[i], z + (size_t)tp[i] * VD + (size_t)h * d, norm_w, eps, d, true);
+            }
+        }
+    }
+}
+
 void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
                        const float *qkv, int C, const float *beta, const float *g, const float *z,
                        const float *norm_w, float eps, float *out, int h0, int h1, bool avx512) {
+    if (avx512 && d % 16 == 0) {
+        recurrence_fused(rs, layer, rows, Hk, Hv, d, qkv, C, beta, g, z, norm_w, eps, out, h0, h1);
+        return;
+    }
     const int key_dim = Hk * d, VD = Hv * d;
     float o[512]; /* d <= 512 is enforced by nx_hparams_finish */
     for (int h = h0; h < h1; h++) {
@@ -160,9 +220,7 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
             const float *q = row + kh * d, *k = row + key_dim + kh * d, *v = row + 2 * key_dim + h * d;
             const float decay = expf(g[(size_t)t * Hv + h]);
             const float b = beta[(size_t)t * Hv + h];
-            if (avx512 && d % 16 == 0) {
-                nx_gdn_step_avx512(src, dst, k, q, v, decay, b, o, d);
-            } else for (int jv = 0; jv < d; jv++) {
+            for (int jv = 0; jv < d; jv++) {
                 const float *sr = src + (size_t)jv * d; /* S[.][jv], contiguous over the key index */
                 float *dr = dst + (size_t)jv * d;
                 const float u = decay * nx_dot_f32(sr, k, d);
@@ -170,12 +228,8 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
                 for (int i = 0; i < d; i++) dr[i] = decay * sr[i] + k[i] * delta;
                 o[jv] = nx_dot_f32(dr, q, d);
             }
-            /* gated RMSNorm over this head's dv values, times silu(z) (reference §4.7) */
-            const float *zt = z + (size_t)t * VD + (size_t)h * d;
-            float *ot = out + (size_t)t * VD + (size_t)h * d;
-            nx_rmsnorm(o, norm_w, ot, d, eps);
-            if (avx512) nx_ops_mul_silu_avx512(ot, zt, d);
-            else for (int i = 0; i < d; i++) ot[i] *= nx_silu(zt[i]);
+            gated_norm(o, out + (size_t)t * VD + (size_t)h * d, z + (size_t)t * VD + (size_t)h * d, norm_w, eps, d,
+                       avx512);
         }
     }
 }

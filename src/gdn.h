@@ -27,7 +27,8 @@ typedef struct nx_rstate {
     size_t conv_n;                /* (Kc-1) * conv_dim floats per (layer, slot, seq) */
     size_t ssm_n;                 /* d * d * Hv floats per (layer, slot, seq) */
     float *conv;
-    float *ssm;
+    float *ssm;                   /* 64-byte aligned inside ssm_mem */
+    void *ssm_mem;
     int32_t *cur;                 /* [n_seq] slot holding the current state */
     int32_t *last_T;              /* [n_seq] rows of the last batch of that sequence (0 = none) */
 } nx_rstate;

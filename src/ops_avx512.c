@@ -71,6 +71,52 @@ void nx_gdn_step_avx512(const float *src, float *dst, const float *k, const floa
     }
 }
 
+/* Several consecutive tokens of the delta rule for one value head, fused: each state row j (the
+ * column S[.][j], d floats) is loaded once, taken through the n tokens in a local buffer (L1) and
+ * stored only into the destinations the caller asks for.  Per row and token the float operations
+ * are exactly nx_gdn_step_avx512's, in the same order, so every stored state and every o value is
+ * bit-identical to n chained calls of it (test_ops_simd checks this).  A destination other than
+ * src, 64-byte aligned, is written with streaming stores: a snapshot slot is written whole and
+ * not read again soon, so reading its old lines first (read-for-ownership) would only add memory
+ * traffic; the store into src itself (in-place update) stays an ordinary store of a line already
+ * in cache.  The caller's pool barrier orders the streaming stores for other threads; the sfence
+ * at the end makes them globally visible before the function returns. */
+void nx_gdn_steps_avx512(const float *src, float *const *dst, int n, const float *const *k,
+                         const float *const *q, const float *const *v, const float *decay,
+                         const float *beta, float *const *o, int d) {
+    _Alignas(64) float s[512]; /* d <= 512 (nx_hparams_finish) */
+    bool stream[NX_GDN_MAX_STEPS];
+    bool any_stream = false;
+    for (int t = 0; t < n; t++) {
+        stream[t] = dst[t] && dst[t] != src && ((uintptr_t)dst[t] & 63) == 0;
+        any_stream |= stream[t];
+    }
+    for (int j = 0; j < d; j++) {
+        const size_t row = (size_t)j * (size_t)d;
+        for (int i = 0; i < d; i += 16) _mm512_store_ps(s + i, _mm512_loadu_ps(src + row + i));
+        for (int t = 0; t < n; t++) {
+            const float *kt = k[t], *qt = q[t];
+            const __m512 vdecay = _mm512_set1_ps(decay[t]);
+            __m512 acc = _mm512_setzero_ps();
+            for (int i = 0; i < d; i += 16) acc = _mm512_fmadd_ps(_mm512_load_ps(s + i), _mm512_loadu_ps(kt + i), acc);
+            const float u = decay[t] * _mm512_reduce_add_ps(acc);
+            const __m512 vdelta = _mm512_set1_ps(beta[t] * (v[t][j] - u));
+            __m512 out = _mm512_setzero_ps();
+            float *dt = dst[t] ? dst[t] + row : NULL;
+            for (int i = 0; i < d; i += 16) {
+                const __m512 nv = _mm512_fmadd_ps(_mm512_loadu_ps(kt + i), vdelta,
+                                                  _mm512_mul_ps(vdecay, _mm512_load_ps(s + i)));
+                _mm512_store_ps(s + i, nv);
+                if (stream[t]) _mm512_stream_ps(dt + i, nv);
+                else if (dt) _mm512_storeu_ps(dt + i, nv);
+                out = _mm512_fmadd_ps(nv, _mm512_loadu_ps(qt + i), out);
+            }
+            o[t][j] = _mm512_reduce_add_ps(out);
+        }
+    }
+    if (any_stream) _mm_sfence();
+}
+
 /* ---- activations ------------------------------------------------------------------------------
  * exp(x) = 2^n * e^r with n = round(x log2 e), r = x - n ln 2 (ln 2 split in a high part with
  * trailing zero bits and a low part, so n * ln2_hi is exact), |r| <= ln 2 / 2; e^r by its

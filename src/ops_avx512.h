@@ -3,6 +3,7 @@
 #ifndef NX_OPS_AVX512_H
 #define NX_OPS_AVX512_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 float nx_ops_dot_f32_avx512(const float *a, const float *b, int64_t n);
@@ -23,5 +24,15 @@ void  nx_ops_exp_avx512(float *y, const float *x, float sub, int64_t n);  /* y =
  * dst_j = decay * src_j + delta k; o_j = <dst_j, q>.  src may equal dst. */
 void  nx_gdn_step_avx512(const float *src, float *dst, const float *k, const float *q, const float *v,
                          float decay, float beta, float *o, int d);
+/* n (<= NX_GDN_MAX_STEPS) consecutive tokens of the same head fused into one pass over the state:
+ * token t uses k[t], q[t], v[t], decay[t], beta[t], writes o[t][0..d) and, when dst[t] is not
+ * NULL, the state after it to dst[t]; token 0 reads src.  Bit-identical to n chained
+ * nx_gdn_step_avx512 calls (src, dst[0]), (dst[0], dst[1]), ...  A dst[t] may equal src (each
+ * state row is read before it is written); dst[t] 64-byte aligned and != src gets streaming
+ * stores.  d % 16 == 0, d <= 512. */
+#define NX_GDN_MAX_STEPS 16
+void  nx_gdn_steps_avx512(const float *src, float *const *dst, int n, const float *const *k,
+                          const float *const *q, const float *const *v, const float *decay,
+                          const float *beta, float *const *o, int d);
 
 #endif
