@@ -261,6 +261,10 @@ bool nextn_spec_step(nextn_spec *s, int32_t max_out, int32_t *out, int32_t *n_ou
 int32_t nextn_spec_n_seq(const nextn_spec *s);
 bool nextn_spec_prefill_seq(nextn_spec *s, int32_t seq, const int32_t *ids, int32_t n, const nextn_sampler_params *smp,
                             int32_t *first, nextn_error *err);
+/* The prompt in parts of at most max_rows tokens (call again until *done; same prompt each
+ * time), so a long prompt does not stall the other sequences; equal to nextn_spec_prefill_seq. */
+bool nextn_spec_prefill_seq_part(nextn_spec *s, int32_t seq, const int32_t *ids, int32_t n, int32_t max_rows,
+                                 const nextn_sampler_params *smp, int32_t *first, bool *done, nextn_error *err);
 bool nextn_spec_step_seqs(nextn_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nextn_error *err);
 bool nextn_spec_seq_clear(nextn_spec *s, int32_t seq, nextn_error *err);
 void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *stats);

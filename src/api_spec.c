@@ -192,6 +192,15 @@ bool nextn_spec_prefill_seq(nextn_spec *s, int32_t seq, const int32_t *ids, int3
     return true;
 }
 
+bool nextn_spec_prefill_seq_part(nextn_spec *s, int32_t seq, const int32_t *ids, int32_t n, int32_t max_rows,
+                                 const nextn_sampler_params *smp, int32_t *first, bool *done, nextn_error *err) {
+    nx_err ie;
+    nx_sampler_params p;
+    if (smp) p = to_nx_sampling(smp);
+    if (!nx_spec_prefill_seq_part(s->drv, seq, ids, n, max_rows, smp ? &p : NULL, first, done, &ie)) return pass(err, &ie);
+    return true;
+}
+
 bool nextn_spec_step_seqs(nextn_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nextn_error *err) {
     nx_err ie;
     if (!nx_spec_step(s->drv, max_out, out, n_out, &ie)) return pass(err, &ie);

@@ -37,6 +37,8 @@ typedef struct seq_state {
     int32_t row;              /* row of this sequence in the current batch */
     int32_t *oracle;
     int32_t n_oracle;
+    bool prefilling;          /* nx_spec_prefill_seq_part started and has not finished the prompt */
+    int32_t pf_next;          /* ... prompt tokens decoded so far */
 } seq_state;
 
 struct nx_spec {
@@ -250,6 +252,8 @@ static void reset_seq(nx_spec *s, seq_state *q) {
     q->base = 0;
     q->stale = false;
     q->n_draft = 0;
+    q->prefilling = false;
+    q->pf_next = 0;
     memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
     nx_sampler_reset(q->smp);
 }
@@ -318,14 +322,14 @@ bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, co
     return ok;
 }
 
-bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt,
-                         const nx_sampler_params *sampling, int32_t *first, nx_err *err) {
+/* Checks a sequence about to be prefilled alone and installs its sampler; a refusal leaves the
+ * sequence as it was. */
+static bool start_seq(nx_spec *s, int32_t seq, int32_t n_prompt, const nx_sampler_params *sampling, nx_err *err) {
     if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "prefill: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
     if (s->seq[seq].active) return nx_fail(err, "prefill: sequence %d is active", seq);
     if (!check_prompt(s, seq, n_prompt, err)) return false;
     seq_state *q = &s->seq[seq];
     if (sampling) {
-        /* checked before anything changes: a refused prefill leaves the sequence as it was */
         if (sampling->temp > 0.0f && q->oracle) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
         nx_sampler *smp;
         if (!nx_sampler_create(&smp, s->V, sampling, err)) return false;
@@ -334,7 +338,60 @@ bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t
         q->greedy = sampling->temp <= 0.0f;
     }
     reset_seq(s, q);
+    return true;
+}
+
+bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt,
+                         const nx_sampler_params *sampling, int32_t *first, nx_err *err) {
+    if (seq >= 0 && seq < s->n_seq && s->seq[seq].prefilling)
+        return nx_fail(err, "prefill: sequence %d is being prefilled in parts", seq);
+    if (!start_seq(s, seq, n_prompt, sampling, err)) return false;
     return prefill_seqs(s, 1, &seq, &prompt, &n_prompt, first, err);
+}
+
+bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt, int32_t max_rows,
+                              const nx_sampler_params *sampling, int32_t *first, bool *done, nx_err *err) {
+    *done = false;
+    if (max_rows < 1) return nx_fail(err, "prefill: %d rows per part (at least 1)", max_rows);
+    if (seq < 0 || seq >= s->n_seq || !s->seq[seq].prefilling) {
+        if (!start_seq(s, seq, n_prompt, sampling, err)) return false;
+        s->seq[seq].prefilling = true;
+    }
+    seq_state *q = &s->seq[seq];
+    if (n_prompt <= q->pf_next || nx_ctx_n_past(s->tgt, seq) != q->pf_next)
+        return nx_fail(err, "prefill: sequence %d has %d prompt tokens decoded, the prompt passed has %d (pass the "
+                       "same prompt to every part)", seq, q->pf_next, n_prompt);
+    const double t0 = nx_time_s();
+    const int32_t end = NX_MIN(n_prompt, q->pf_next + max_rows);
+    while (q->pf_next < end) {
+        const int32_t rows = NX_MIN((int32_t)PREFILL_CHUNK, end - q->pf_next);
+        for (int32_t r = 0; r < rows; r++) {
+            const int32_t p = q->pf_next + r;
+            if (s->p.penalize_prompt && !nx_sampler_accept(q->smp, prompt[p], err)) return false;
+            s->b_tok[r] = prompt[p];
+            s->b_pos[r] = p;
+            s->b_seq[r] = seq;
+            s->b_lg[r] = p == n_prompt - 1;
+        }
+        nx_batch b = {rows, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+        if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
+        if (s->b_lg[rows - 1]) {
+            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, rows - 1), first, err) ||
+                !nx_sampler_accept(q->smp, *first, err))
+                return false;
+            q->id_last = *first;
+        }
+        if (!mirror_batch(s, rows, err)) return nx_fail_prefix(err, "prefill MTP mirror");
+        q->pf_next += rows;
+    }
+    if (q->pf_next == n_prompt) {
+        q->prefilling = false;
+        q->pf_next = 0;
+        q->active = true;
+        *done = true;
+    }
+    s->st.t_prefill += nx_time_s() - t0;
+    return true;
 }
 
 bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err) {

@@ -94,6 +94,15 @@ bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, co
  * different samplers; greedy and sampled sequences may share a step. */
 bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt,
                          const nx_sampler_params *sampling, int32_t *first, nx_err *err);
+/* The same in parts, so that a long prompt does not hold up the other sequences (a server runs
+ * a part, then a step of the others, and so on): decodes the next at most max_rows tokens of
+ * the prompt.  The first call for a sequence checks it and installs the sampler as
+ * nx_spec_prefill_seq does; later calls continue where the last one stopped and must pass the
+ * same prompt.  *done becomes true with the last part: *first is then sampled and the sequence
+ * is active.  The result equals nx_spec_prefill_seq's whatever the part sizes.  After a failed
+ * part, nx_spec_seq_clear the sequence before reusing it. */
+bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt, int32_t max_rows,
+                              const nx_sampler_params *sampling, int32_t *first, bool *done, nx_err *err);
 /* Deactivates a sequence and empties its target and MTP caches (a finished request). */
 bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err);
 

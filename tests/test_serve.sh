@@ -63,7 +63,8 @@ kill -TERM "$srv"
 for _ in $(seq 100); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
 check "SIGTERM: the server exits 0 and says so" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ] && grep -q "shutting down" "$tmp/serve.log"'
 
-start "$tmp/spec.log" -np 3 -c 512 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2 \
+# -b 5: every prompt longer than 5 tokens is decoded in parts between the other slots' steps
+start "$tmp/spec.log" -np 3 -c 512 -b 5 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2 \
       --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"
 check "speculative server starts" '[ -n "$base" ] && grep -q "speculative mtp" "$tmp/spec.log"'
 [ -n "$base" ] && { node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" spec || fail=1; }

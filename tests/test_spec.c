@@ -238,24 +238,42 @@ static void test_continuous_batching(void **state) {
     driver d = open_driver(f, SLOTS, N);
     nx_spec *s = d.s;
     int slot_prompt[SLOTS], n_got[SLOTS];
+    bool in_parts[SLOTS]; /* prompt being decoded by nx_spec_prefill_seq_part, a few tokens per step */
     int32_t got[SLOTS][GEN + 1], out[SLOTS * (N + 1)], n_out[SLOTS], max_out[SLOTS];
     for (int i = 0; i < SLOTS; i++) slot_prompt[i] = -1;
-    int next = 0, done = 0, steps = 0, overlapped = 0;
+    int next = 0, done = 0, steps = 0, overlapped = 0, parts = 0;
     while (done < PROMPTS) {
-        /* admit one prompt per step at most, so that slots start at different times */
+        /* the next part of every prompt decoded in parts (1 or 2 tokens, interleaved with steps) */
+        for (int i = 0; i < SLOTS; i++) {
+            if (slot_prompt[i] < 0 || !in_parts[i]) continue;
+            const int pi = slot_prompt[i];
+            nx_sampler_params smp = cb_sampling(pi);
+            bool fin;
+            if (!nx_spec_prefill_seq_part(s, i, f->prompt[pi], f->n_prompt[pi], 1 + (pi + parts) % 2, &smp,
+                                          &got[i][0], &fin, &err))
+                fail_msg("%s", err.msg);
+            parts++;
+            assert_true(nx_spec_active(s, i) == fin);
+            in_parts[i] = !fin;
+        }
+        /* admit one prompt per step at most, so that slots start at different times; every third
+         * one in parts */
         for (int i = 0; i < SLOTS && next < PROMPTS; i++) {
             if (slot_prompt[i] >= 0) continue;
             nx_sampler_params smp = cb_sampling(next);
-            if (!nx_spec_prefill_seq(s, i, f->prompt[next], f->n_prompt[next], &smp, &got[i][0], &err))
+            in_parts[i] = next % 3 == 1;
+            n_got[i] = 1;
+            slot_prompt[i] = next++;
+            if (in_parts[i]) break; /* its first part runs with the next step's parts */
+            if (!nx_spec_prefill_seq(s, i, f->prompt[slot_prompt[i]], f->n_prompt[slot_prompt[i]], &smp, &got[i][0],
+                                     &err))
                 fail_msg("%s", err.msg);
             assert_true(nx_spec_active(s, i));
-            slot_prompt[i] = next++;
-            n_got[i] = 1;
             break;
         }
         int busy = 0;
         for (int i = 0; i < SLOTS; i++) {
-            max_out[i] = slot_prompt[i] >= 0 ? GEN + 1 - n_got[i] : 0;
+            max_out[i] = slot_prompt[i] >= 0 && !in_parts[i] ? GEN + 1 - n_got[i] : 0;
             busy += slot_prompt[i] >= 0;
         }
         overlapped += busy > 1;
@@ -263,7 +281,7 @@ static void test_continuous_batching(void **state) {
         if (!nx_spec_check(s, &err)) fail_msg("%s", err.msg);
         steps++;
         for (int i = 0; i < SLOTS; i++) {
-            if (slot_prompt[i] < 0) {
+            if (slot_prompt[i] < 0 || in_parts[i]) {
                 assert_int_equal(n_out[i], 0);
                 continue;
             }
@@ -285,10 +303,11 @@ static void test_continuous_batching(void **state) {
             done++;
         }
     }
-    printf("continuous batching: %d prompts through %d slots in %d steps (%d with several sequences), drafted %lld, "
-           "accepted %lld\n", PROMPTS, SLOTS, steps, overlapped, (long long)nx_spec_get_stats(s)->drafted,
-           (long long)nx_spec_get_stats(s)->accepted);
+    printf("continuous batching: %d prompts through %d slots in %d steps (%d with several sequences, %d prompt "
+           "parts), drafted %lld, accepted %lld\n", PROMPTS, SLOTS, steps, overlapped, parts,
+           (long long)nx_spec_get_stats(s)->drafted, (long long)nx_spec_get_stats(s)->accepted);
     assert_true(overlapped > PROMPTS);
+    assert_true(parts > PROMPTS / 3);
     /* misuse: an active sequence cannot be prefilled again; out-of-range sequences */
     int32_t first;
     nx_sampler_params g = nx_sampler_greedy_params();
@@ -298,6 +317,18 @@ static void test_continuous_batching(void **state) {
     assert_false(nx_spec_prefill_seq(s, SLOTS, f->prompt[0], f->n_prompt[0], &g, &first, &err));
     assert_non_null(strstr(err.msg, "out of range"));
     assert_false(nx_spec_seq_clear(s, -1, &err));
+    /* parts: a different prompt midway and 0-row parts are refused; a one-shot prefill of a
+     * sequence being prefilled in parts too */
+    bool fin;
+    assert_true(f->n_prompt[1] > 2);
+    assert_true(nx_spec_prefill_seq_part(s, 1, f->prompt[1], f->n_prompt[1], 2, &g, &first, &fin, &err));
+    assert_false(fin);
+    assert_false(nx_spec_prefill_seq_part(s, 1, f->prompt[1], 2, 2, &g, &first, &fin, &err));
+    assert_non_null(strstr(err.msg, "same prompt"));
+    assert_false(nx_spec_prefill_seq_part(s, 1, f->prompt[1], f->n_prompt[1], 0, &g, &first, &fin, &err));
+    assert_false(nx_spec_prefill_seq(s, 1, f->prompt[1], f->n_prompt[1], &g, &first, &err));
+    assert_non_null(strstr(err.msg, "in parts"));
+    assert_true(nx_spec_seq_clear(s, 1, &err));
     close_driver(&d);
 }
 

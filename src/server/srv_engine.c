@@ -235,19 +235,24 @@ static void step_plain(nx_srv_engine *e) {
     }
 }
 
-/* Speculative mode: the prompts of newly admitted slots (each decoded alone, with its own
- * sampler), then one step of the shared generator for every generating slot: one draft pass
- * per draft position and ONE verify batch over all of them. */
+/* Speculative mode: the next part (at most n_batch tokens) of each admitted prompt (decoded
+ * alone, with the slot's own sampler), then one step of the shared generator for every
+ * generating slot: one draft pass per draft position and ONE verify batch over all of them.
+ * A long prompt therefore delays the generating slots by one part per step, not by its whole
+ * prefill. */
 static void step_spec(nx_srv_engine *e) {
     nextn_error err;
     for (int i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
         if (s->state != SLOT_PREFILL) continue;
         int32_t first;
-        if (!nextn_spec_prefill_seq(e->spec, i, s->req->prompt, s->req->n_prompt, &s->req->smp, &first, &err)) {
+        bool done;
+        if (!nextn_spec_prefill_seq_part(e->spec, i, s->req->prompt, s->req->n_prompt, e->p.n_batch, &s->req->smp,
+                                         &first, &done, &err)) {
             slot_fail(e, s, err.msg);
             continue;
         }
+        if (!done) continue;
         s->state = SLOT_GENERATE;
         s->n_fed = s->req->n_prompt;
         slot_emit(e, s, first, s->n_fed + 1);
