@@ -28,4 +28,4 @@ echo "== nextn run -m models/nextn-demo.gguf -p 'Genesis 20 ...' -n 96 --temp 0"
 echo
 ids=$("$build/nextn" tokenize -m "$model" --ids "$prompt" | tr -s ' \n' ',,' | sed 's/,$//')
 echo "== nextn spec-bench: plain vs MTP speculative decoding (greedy, 128 tokens, draft-max 3)"
-"$build/nextn" spec-bench -m "$model" --prompt "$ids" -n 128 --draft-max 3 --runs 3
+"$build/nextn" spec-bench -m "$model" --prompt "$ids" -n 128 --draft-max 3 --runs 5
