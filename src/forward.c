@@ -307,7 +307,7 @@ int nx_ctx_n_threads(const nx_ctx *c) { return c->n_threads; }
 nx_ctx_memory nx_ctx_memory_usage(const nx_ctx *c) {
     nx_ctx_memory m = {nx_kv_bytes(&c->kv), nx_rstate_bytes(&c->rs),
                        c->scratch_bytes + (size_t)c->cap_logits * c->model->hp.n_vocab * sizeof(float) +
-                           (size_t)c->n_threads * (size_t)c->params.n_ctx * sizeof(float) + c->mm.cap};
+                           (size_t)c->n_threads * NX_ATTN_MAX_Q * (size_t)c->params.n_ctx * sizeof(float) + c->mm.cap};
     return m;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_avx512.h"
 #include "ctx_internal.h"
 #include "forward.h"
 #include "mkmodel.h"
@@ -263,6 +264,8 @@ static void test_memory_is_sized_from_n_ctx_and_n_seq(void **state) {
                 ((hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp) + (size_t)hp->ssm_d_state * hp->ssm_d_state * hp->ssm_dt_rank) *
                 sizeof(float);
     assert_int_equal(m.state_bytes, st);
+    /* the attention score scratch (NX_ATTN_MAX_Q rows of n_ctx per thread) is counted */
+    assert_true(m.scratch_bytes >= (size_t)nx_ctx_n_threads(c) * NX_ATTN_MAX_Q * 48 * sizeof(float));
     nx_ctx_free(c);
 }
 
