@@ -373,17 +373,21 @@ ALWAYS_INLINE __m512 q8_0_scales16(const nx_block_q8_0 *w, int cnt) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
 }
 
-/* Codes of blocks w[0] and w[1], + 128 (unsigned), as one 512-bit vector. */
-ALWAYS_INLINE __m512i q8_0_pair_u(const nx_block_q8_0 *w) {
-    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w[0].qs)),
-                                         _mm256_loadu_si256((const __m256i *)w[1].qs), 1);
-    return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+/* Codes of blocks w[0] and w[1], + 128 (unsigned), as one 512-bit vector; only the first
+ * `have` (0..2) blocks are read, the others count as zero codes. */
+ALWAYS_INLINE __m512i q8_0_pair_u(const nx_block_q8_0 *w, int have) {
+    const __m256i lo = have > 0 ? _mm256_loadu_si256((const __m256i *)w[0].qs) : _mm256_setzero_si256();
+    const __m256i hi = have > 1 ? _mm256_loadu_si256((const __m256i *)w[1].qs) : _mm256_setzero_si256();
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
 }
 
-/* One octet (8 whole blocks at w) against nr rows; x[r] points at the row's octet, dw is the
- * lane-wise weight scale (lane 2j+h = scale of block j). */
-ALWAYS_INLINE void q8_0_octet_rows(int nr, const nx_block_q8_0 *w, __m512 dw, const char *const *x, __m512 *acc) {
-    const __m512i x0 = q8_0_pair_u(w), x1 = q8_0_pair_u(w + 2), x2 = q8_0_pair_u(w + 4), x3 = q8_0_pair_u(w + 6);
+/* One octet (cnt <= 8 blocks at w; a missing block reads as zero codes, exactly like the
+ * zero-padded copy it replaces: its activation codes and scales are zero too) against nr rows;
+ * x[r] points at the row's octet, dw is the lane-wise weight scale (lane 2j+h = scale of block j). */
+ALWAYS_INLINE void q8_0_octet_rows(int nr, int cnt, const nx_block_q8_0 *w, __m512 dw, const char *const *x,
+                                   __m512 *acc) {
+    const __m512i x0 = q8_0_pair_u(w, NX_MIN(2, cnt)), x1 = q8_0_pair_u(w + 2, NX_MAX(0, NX_MIN(2, cnt - 2)));
+    const __m512i x2 = q8_0_pair_u(w + 4, NX_MAX(0, NX_MIN(2, cnt - 4))), x3 = q8_0_pair_u(w + 6, NX_MAX(0, cnt - 6));
     /* stage 1: qwords 0,1 (a01) and 2,3 (a23) of blocks 0..3, slot order block-minor */
     const __m512i i01 = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13), i23 = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
     const __m512i a01 = _mm512_permutex2var_epi64(x0, i01, x1), a23 = _mm512_permutex2var_epi64(x0, i23, x1);
@@ -421,21 +425,19 @@ ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, 
         for (int l = 0; l < 544; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
         const __m512 dw16 = q8_0_scales16(wb + g, 16);
         for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
-        q8_0_octet_rows(nr, wb + g, _mm512_permutexvar_ps(e0, dw16), xo, acc);
+        q8_0_octet_rows(nr, 8, wb + g, _mm512_permutexvar_ps(e0, dw16), xo, acc);
         for (int r = 0; r < nr; r++) xo[r] += PREP_OCT;
-        q8_0_octet_rows(nr, wb + g + 8, _mm512_permutexvar_ps(e1, dw16), xo, acc);
+        q8_0_octet_rows(nr, 8, wb + g + 8, _mm512_permutexvar_ps(e1, dw16), xo, acc);
     }
     if (g + 8 <= nb) { /* a whole octet left */
         for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
-        q8_0_octet_rows(nr, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, 8)), xo, acc);
+        q8_0_octet_rows(nr, 8, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, 8)), xo, acc);
         g += 8;
     }
-    if (g < nb) { /* a partial octet: a zero-padded copy (zero blocks add nothing, see above) */
-        nx_block_q8_0 tail[8];
-        memset(tail, 0, sizeof tail);
-        memcpy(tail, wb + g, sizeof(nx_block_q8_0) * (size_t)(nb - g));
+    if (g < nb) { /* a partial octet: the missing blocks read as zero codes and scales (they add nothing) */
+        const int cnt = (int)(nb - g);
         for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
-        q8_0_octet_rows(nr, tail, _mm512_permutexvar_ps(e0, q8_0_scales16(tail, 8)), xo, acc);
+        q8_0_octet_rows(nr, cnt, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, cnt)), xo, acc);
     }
     for (int r = 0; r < nr; r++)
         out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
