@@ -33,10 +33,10 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
     c->n_threads = nx_pool_size(pool);
     c->avx512 = nx_cpu_isa() >= NX_ISA_AVX512;
     const size_t conv_n = (size_t)(hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp);
-    const size_t ssm_n = (size_t)hp->ssm_d_state * hp->ssm_d_state * hp->ssm_dt_rank;
     if (!nx_kv_init(&c->kv, model->n_attn_layers, (int)nx_hp_kv_dim(hp), params->n_ctx, params->n_seq,
                     params->kv_type, err) ||
-        !nx_rstate_init(&c->rs, model->n_gdn_layers, conv_n, ssm_n, params->n_seq, params->n_snapshots, err))
+        !nx_rstate_init(&c->rs, model->n_gdn_layers, conv_n, (int)hp->ssm_dt_rank, (int)hp->ssm_d_state, params->n_seq,
+                        params->n_snapshots, c->avx512, err))
         goto fail;
     c->seq_T = nx_calloc((size_t)params->n_seq, sizeof *c->seq_T, "context sequence counts", err);
     c->att_scratch = c->seq_T ? nx_alloc_aligned((size_t)c->n_threads * NX_ATTN_MAX_Q * (size_t)params->n_ctx * sizeof(float),

@@ -71,30 +71,30 @@ void nx_gdn_step_avx512(const float *src, float *dst, const float *k, const floa
     }
 }
 
-/* Several consecutive tokens of the delta rule for one value head, fused: each state row j (the
- * column S[.][j], d floats) is loaded once, taken through the n tokens in a local buffer (L1) and
- * stored only into the destinations the caller asks for.  Per row and token the float operations
- * are exactly nx_gdn_step_avx512's, in the same order, so every stored state and every o value is
- * bit-identical to n chained calls of it (test_ops_simd checks this).
- * Four state rows go through each token together: one row's token step is a chain of dependent
+/* A chain of delta-rule steps for one value head (ops_avx512.h), fused: each state row j (the
+ * column S[.][j], d floats) is loaded once, taken through the n steps in a local buffer (L1) and
+ * stored only into the destinations the steps name.  A token step's float operations per row
+ * are exactly nx_gdn_step_avx512's, in the same order, and a replay step repeats the update
+ * with the recorded delta, so every stored state and every o value is bit-identical to chained
+ * one-token steps (test_ops_simd checks this).
+ * Eight state rows go through each step together: one row's token step is a chain of dependent
  * operations (8 FMAs, a horizontal sum, the update, 8 FMAs, a horizontal sum, ~100 cycles at
- * d = 128) and the next token needs its result, so one row at a time leaves the core waiting on
- * latencies; four independent chains overlap them, and k and q are loaded once for the four.
- * A destination other than src, 64-byte aligned, is written with streaming stores: a snapshot
- * slot is written whole and not read again soon, so reading its old lines first
- * (read-for-ownership) would only add memory traffic; the store into src itself (in-place
- * update) stays an ordinary store of a line already in cache.  The sfence at the end makes the
- * streaming stores globally visible before the function returns. */
+ * d = 128) and the next step needs its result, so one row at a time leaves the core waiting on
+ * latencies; eight independent chains overlap them, and k and q are loaded once for the eight.
+ * A destination other than src, 64-byte aligned, is written with streaming stores: it is
+ * written whole and read again only in a later pass (after the whole model's weights have gone
+ * through the caches), so reading its old lines first (read-for-ownership) would only add
+ * memory traffic; a store into src itself (in-place update) stays an ordinary store of a line
+ * already in cache.  The sfence at the end makes the streaming stores globally visible before
+ * the function returns. */
 enum { GDN_JB = 8 }; /* state rows per pass; d % 16 == 0 keeps d % GDN_JB == 0 */
 
-void nx_gdn_steps_avx512(const float *src, float *const *dst, int n, const float *const *k,
-                         const float *const *q, const float *const *v, const float *decay,
-                         const float *beta, float *const *o, int d) {
+void nx_gdn_chain_avx512(const float *src, const nx_gdn_step *st, int n, int d) {
     _Alignas(64) float s[GDN_JB][512]; /* d <= 512 (nx_hparams_finish) */
     bool stream[NX_GDN_MAX_STEPS];
     bool any_stream = false;
     for (int t = 0; t < n; t++) {
-        stream[t] = dst[t] && dst[t] != src && ((uintptr_t)dst[t] & 63) == 0;
+        stream[t] = st[t].dst && st[t].dst != src && ((uintptr_t)st[t].dst & 63) == 0;
         any_stream |= stream[t];
     }
     for (int j = 0; j < d; j += GDN_JB) {
@@ -102,31 +102,45 @@ void nx_gdn_steps_avx512(const float *src, float *const *dst, int n, const float
             for (int i = 0; i < d; i += 16)
                 _mm512_store_ps(s[r] + i, _mm512_loadu_ps(src + (size_t)(j + r) * (size_t)d + i));
         for (int t = 0; t < n; t++) {
-            const float *kt = k[t], *qt = q[t];
-            const __m512 vdecay = _mm512_set1_ps(decay[t]);
-            __m512 acc[GDN_JB], vdelta[GDN_JB], out[GDN_JB];
-            for (int r = 0; r < GDN_JB; r++) acc[r] = _mm512_setzero_ps();
+            const nx_gdn_step *x = &st[t];
+            const float *kt = x->k;
+            const __m512 vdecay = _mm512_set1_ps(x->decay);
+            __m512 vdelta[GDN_JB], out[GDN_JB];
+            if (x->q) {
+                __m512 acc[GDN_JB];
+                for (int r = 0; r < GDN_JB; r++) acc[r] = _mm512_setzero_ps();
+                for (int i = 0; i < d; i += 16) {
+                    const __m512 kv = _mm512_loadu_ps(kt + i);
+                    for (int r = 0; r < GDN_JB; r++) acc[r] = _mm512_fmadd_ps(_mm512_load_ps(s[r] + i), kv, acc[r]);
+                }
+                for (int r = 0; r < GDN_JB; r++) {
+                    const float u = x->decay * _mm512_reduce_add_ps(acc[r]);
+                    const float delta = x->beta * (x->v[j + r] - u);
+                    if (x->delta_out) x->delta_out[j + r] = delta;
+                    vdelta[r] = _mm512_set1_ps(delta);
+                    out[r] = _mm512_setzero_ps();
+                }
+            } else {
+                for (int r = 0; r < GDN_JB; r++) {
+                    vdelta[r] = _mm512_set1_ps(x->delta[j + r]);
+                    out[r] = _mm512_setzero_ps();
+                }
+            }
+            float *dt = x->dst ? x->dst + (size_t)j * (size_t)d : NULL;
+            const float *qt = x->q;
             for (int i = 0; i < d; i += 16) {
                 const __m512 kv = _mm512_loadu_ps(kt + i);
-                for (int r = 0; r < GDN_JB; r++) acc[r] = _mm512_fmadd_ps(_mm512_load_ps(s[r] + i), kv, acc[r]);
-            }
-            for (int r = 0; r < GDN_JB; r++) {
-                const float u = decay[t] * _mm512_reduce_add_ps(acc[r]);
-                vdelta[r] = _mm512_set1_ps(beta[t] * (v[t][j + r] - u));
-                out[r] = _mm512_setzero_ps();
-            }
-            float *dt = dst[t] ? dst[t] + (size_t)j * (size_t)d : NULL;
-            for (int i = 0; i < d; i += 16) {
-                const __m512 kv = _mm512_loadu_ps(kt + i), qv = _mm512_loadu_ps(qt + i);
+                const __m512 qv = qt ? _mm512_loadu_ps(qt + i) : _mm512_setzero_ps();
                 for (int r = 0; r < GDN_JB; r++) {
                     const __m512 nv = _mm512_fmadd_ps(kv, vdelta[r], _mm512_mul_ps(vdecay, _mm512_load_ps(s[r] + i)));
                     _mm512_store_ps(s[r] + i, nv);
                     if (stream[t]) _mm512_stream_ps(dt + (size_t)r * (size_t)d + i, nv);
                     else if (dt) _mm512_storeu_ps(dt + (size_t)r * (size_t)d + i, nv);
-                    out[r] = _mm512_fmadd_ps(nv, qv, out[r]);
+                    if (qt) out[r] = _mm512_fmadd_ps(nv, qv, out[r]);
                 }
             }
-            for (int r = 0; r < GDN_JB; r++) o[t][j + r] = _mm512_reduce_add_ps(out[r]);
+            if (qt)
+                for (int r = 0; r < GDN_JB; r++) x->o[j + r] = _mm512_reduce_add_ps(out[r]);
         }
     }
     if (any_stream) _mm_sfence();

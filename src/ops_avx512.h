@@ -24,15 +24,27 @@ void  nx_ops_exp_avx512(float *y, const float *x, float sub, int64_t n);  /* y =
  * dst_j = decay * src_j + delta k; o_j = <dst_j, q>.  src may equal dst. */
 void  nx_gdn_step_avx512(const float *src, float *dst, const float *k, const float *q, const float *v,
                          float decay, float beta, float *o, int d);
-/* n (<= NX_GDN_MAX_STEPS) consecutive tokens of the same head fused into one pass over the state:
- * token t uses k[t], q[t], v[t], decay[t], beta[t], writes o[t][0..d) and, when dst[t] is not
- * NULL, the state after it to dst[t]; token 0 reads src.  Bit-identical to n chained
- * nx_gdn_step_avx512 calls (src, dst[0]), (dst[0], dst[1]), ...  A dst[t] may equal src (each
- * state row is read before it is written); dst[t] 64-byte aligned and != src gets streaming
- * stores.  d % 16 == 0, d <= 512. */
+/* One step of a delta-rule chain for one value head (nx_gdn_chain_avx512, and gdn.c's scalar
+ * version).  A token step (q != NULL): u = decay * <s_j, k>, delta_j = beta (v_j - u),
+ * s_j = decay * s_j + delta_j k, o_j = <s_j, q>; delta_out (optional) receives delta_j.  A replay
+ * step (q == NULL) repeats a recorded token step's update with its recorded delta[j] (no dot
+ * products): the same float operations, so the same bits.  dst (optional) receives the state
+ * after the step. */
+typedef struct nx_gdn_step {
+    const float *k;        /* [d] */
+    const float *q, *v;    /* [d] token step; q == NULL: replay step */
+    const float *delta;    /* [d] replay step: the recorded deltas */
+    float *delta_out;      /* [d] token step, optional */
+    float *o;              /* [d] token step */
+    float *dst;            /* [d*d] optional */
+    float decay, beta;
+} nx_gdn_step;
+
+/* n (<= NX_GDN_MAX_STEPS) steps of one head fused into one pass over the state: step 0 reads
+ * src, step t the state after step t-1.  Bit-identical to chained nx_gdn_step_avx512 calls
+ * (token steps).  A dst may equal src (each state row is read before it is written); a dst
+ * 64-byte aligned and != src gets streaming stores.  d % 16 == 0, d <= 512. */
 #define NX_GDN_MAX_STEPS 16
-void  nx_gdn_steps_avx512(const float *src, float *const *dst, int n, const float *const *k,
-                          const float *const *q, const float *const *v, const float *decay,
-                          const float *beta, float *const *o, int d);
+void  nx_gdn_chain_avx512(const float *src, const nx_gdn_step *st, int n, int d);
 
 #endif

@@ -42,7 +42,7 @@ bool nx_seq_ckpt_save(nx_seq_ckpt *ck, const nx_ctx *c, int32_t seq, nx_err *err
     const int cur = rs->cur[seq];
     for (int l = 0; l < rs->n_layer; l++) {
         memcpy(ck->conv + (size_t)l * rs->conv_n, nx_rstate_conv(rs, l, cur, seq), rs->conv_n * sizeof(float));
-        memcpy(ck->ssm + (size_t)l * rs->ssm_n, nx_rstate_ssm(rs, l, cur, seq), rs->ssm_n * sizeof(float));
+        nx_rstate_ssm_current(rs, l, seq, ck->ssm + (size_t)l * rs->ssm_n);
     }
     ck->seq = seq;
     ck->pos = c->kv.len[seq];

@@ -11,6 +11,7 @@
 #include "attn_avx512.h"
 #include "ctx_internal.h"
 #include "forward.h"
+#include "seq_ckpt.h"
 #include "mkmodel.h"
 #include "quant.h"
 
@@ -73,8 +74,15 @@ static double state_diff(const nx_ctx *a, int sa, const nx_ctx *b, int sb) {
     for (int l = 0; l < a->rs.n_layer; l++) {
         m = fmax(m, max_abs_diff(nx_rstate_conv(&a->rs, l, a->rs.cur[sa], sa), nx_rstate_conv(&b->rs, l, b->rs.cur[sb], sb),
                                  a->rs.conv_n));
-        m = fmax(m, max_abs_diff(nx_rstate_ssm(&a->rs, l, a->rs.cur[sa], sa), nx_rstate_ssm(&b->rs, l, b->rs.cur[sb], sb),
-                                 a->rs.ssm_n));
+        /* the current delta state: a slot, or a slot plus pending replay rows */
+        float *x = malloc(a->rs.ssm_n * sizeof(float)), *y = malloc(b->rs.ssm_n * sizeof(float));
+        assert_non_null(x);
+        assert_non_null(y);
+        nx_rstate_ssm_current(&a->rs, l, sa, x);
+        nx_rstate_ssm_current(&b->rs, l, sb, y);
+        m = fmax(m, max_abs_diff(x, y, a->rs.ssm_n));
+        free(x);
+        free(y);
     }
     return m;
 }
@@ -253,6 +261,38 @@ static void test_long_batch_snapshots_across_fused_groups(void **state) {
         }
 }
 
+/* A checkpoint taken while replay rows are pending (after a rollback) holds the rolled-back
+ * state; restoring it after more decoding gives exactly the state of decoding the kept tokens,
+ * and decoding on from there matches too. */
+static void test_checkpoint_after_rollback(void **state) {
+    fixture *f = *state;
+    const int V = (int)f->model.hp.n_vocab;
+    nx_ctx *spec = make_ctx(f, 1, 3), *plain = make_ctx(f, 1, 0);
+    nx_err err;
+    decode(spec, 0, P, 8);
+    decode(spec, 0, Q, 4);
+    assert_true(nx_ctx_seq_rollback(spec, 0, 2, &err));
+    nx_seq_ckpt ck = {0};
+    if (!nx_seq_ckpt_save(&ck, spec, 0, &err)) fail_msg("%s", err.msg);
+    decode(spec, 0, U, 3);
+    nx_rewind_kind how;
+    if (!nx_ctx_seq_rewind(spec, 0, 10, &ck, NULL, &how, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(how, NX_REWIND_REDECODE);
+    decode(plain, 0, P, 8);
+    decode(plain, 0, Q, 2);
+    double sd = state_diff(spec, 0, plain, 0);
+    if (sd != 0.0) fail_msg("restored state differs by %g", sd);
+    decode(spec, 0, U, 2);
+    float *ls = malloc(2 * (size_t)V * sizeof(float));
+    for (int i = 0; i < 2; i++) memcpy(ls + (size_t)i * V, nx_ctx_logits(spec, i), (size_t)V * sizeof(float));
+    decode(plain, 0, U, 2);
+    for (int i = 0; i < 2; i++) assert_true(max_abs_diff(ls + (size_t)i * V, nx_ctx_logits(plain, i), (size_t)V) == 0.0);
+    free(ls);
+    nx_seq_ckpt_free(&ck);
+    nx_ctx_free(spec);
+    nx_ctx_free(plain);
+}
+
 static void test_memory_is_sized_from_n_ctx_and_n_seq(void **state) {
     fixture *f = *state;
     const nx_hparams *hp = &f->model.hp;
@@ -260,8 +300,10 @@ static void test_memory_is_sized_from_n_ctx_and_n_seq(void **state) {
     nx_ctx_memory m = nx_ctx_memory_usage(c);
     size_t kv = 2u * (size_t)f->model.n_attn_layers * 2 * 48 * nx_hp_kv_dim(hp) * 2; /* K+V, 2 seqs, F16 */
     assert_int_equal(m.kv_bytes, kv);
-    size_t st = (size_t)f->model.n_gdn_layers * 4 /* slots */ * 2 /* seqs */ *
-                ((hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp) + (size_t)hp->ssm_d_state * hp->ssm_d_state * hp->ssm_dt_rank) *
+    /* conv: 4 slots; delta state: 2 slots + 2 x 3 replay rows of (k, delta, decay) per head */
+    const size_t d = hp->ssm_d_state, hv = hp->ssm_dt_rank;
+    size_t st = (size_t)f->model.n_gdn_layers * 2 /* seqs */ *
+                (4 * (hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp) + 2 * d * d * hv + 2 * 3 * hv * (2 * d + 1)) *
                 sizeof(float);
     assert_int_equal(m.state_bytes, st);
     /* the attention score scratch (NX_ATTN_MAX_Q rows of n_ctx per thread) is counted */
@@ -278,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_copy_sequence),
         cmocka_unit_test(test_memory_is_sized_from_n_ctx_and_n_seq),
         cmocka_unit_test(test_long_batch_snapshots_across_fused_groups),
+        cmocka_unit_test(test_checkpoint_after_rollback),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,8 @@
  * precision: exp, SiLU, sigmoid and their fused forms, over the whole useful range, at the
  * edges (0, +-inf, NaN, overflow/underflow) and for every tail length; and a value must not
  * depend on its position in the array (the batch-invariance speculative decoding relies on).
- * Also the fused multi-token delta-rule kernel against chained one-token steps (bit-identical). */
+ * Also the fused delta-rule chain (token and replay steps) against chained one-token steps
+ * (bit-identical). */
 #include "testutil.h"
 
 #include <float.h>
@@ -96,11 +97,12 @@ static void test_position_and_tail_invariant(void **state) {
 }
 
 
-/* The fused delta-rule kernel (n tokens in one pass over the state) against n chained one-token
- * steps: every stored state and every output bit-identical, for every n up to the limit, with
- * destinations that are skipped (NULL), equal to src (in-place update, ordinary stores),
- * 64-byte aligned (streaming stores) or not, and d = 16, 64, 128. */
-static void test_gdn_fused_steps_equal_chained_steps(void **state) {
+/* The fused delta-rule chain (n steps in one pass over the state) against n chained one-token
+ * steps: every stored state, output and recorded delta bit-identical, for every n up to the
+ * limit, with destinations that are skipped (NULL), equal to src (in-place update, ordinary
+ * stores), 64-byte aligned (streaming stores) or not, and d = 16, 64, 128.  Then replay steps
+ * (recorded k, decay, delta; no q) from the same start reproduce every state bit for bit. */
+static void test_gdn_chain_equals_chained_steps(void **state) {
     (void)state;
     if (nx_cpu_isa() < NX_ISA_AVX512) skip();
     enum { NMAX = NX_GDN_MAX_STEPS, DMAX = 128 };
@@ -111,7 +113,7 @@ static void test_gdn_fused_steps_equal_chained_steps(void **state) {
     float *dstm = nx_alloc_aligned((size_t)NMAX * (DMAX * DMAX + 16) * sizeof(float), "test", NULL);
     float *ref = malloc((size_t)(NMAX + 1) * DMAX * DMAX * sizeof(float));
     float *kq = malloc((size_t)NMAX * 3 * DMAX * sizeof(float));
-    float ro[NMAX][DMAX], fo[NMAX][DMAX], dec[NMAX], bet[NMAX];
+    float ro[NMAX][DMAX], fo[NMAX][DMAX], del[NMAX][DMAX];
     assert_non_null(src0);
     assert_non_null(src);
     assert_non_null(dstm);
@@ -123,41 +125,45 @@ static void test_gdn_fused_steps_equal_chained_steps(void **state) {
         const size_t plane = (size_t)d * d;
         for (size_t i = 0; i < plane; i++) src0[i] = (float)((int)((rng = rng * 6364136223846793005u + 1) >> 40) % 2001 - 1000) / 997.0f;
         for (int i = 0; i < NMAX * 3 * d; i++) kq[i] = (float)((int)((rng = rng * 6364136223846793005u + 1) >> 40) % 2001 - 1000) / 1500.0f;
-        for (int t = 0; t < NMAX; t++) {
-            dec[t] = 0.6f + 0.02f * (float)t;
-            bet[t] = 0.9f - 0.03f * (float)t;
-        }
         for (int n = 1; n <= NMAX; n++)
             for (int pattern = 0; pattern < 4; pattern++) {
-                const float *kp[NMAX], *qp[NMAX], *vp[NMAX];
-                float *dp[NMAX], *op[NMAX];
+                nx_gdn_step st[NMAX];
                 /* reference: chained one-token steps, state t+1 from state t */
                 memcpy(ref, src0, plane * sizeof(float));
                 for (int t = 0; t < n; t++) {
-                    kp[t] = kq + (size_t)t * 3 * d;
-                    qp[t] = kp[t] + d;
-                    vp[t] = kp[t] + 2 * d;
-                    nx_gdn_step_avx512(ref + (size_t)t * plane, ref + (size_t)(t + 1) * plane, kp[t], qp[t], vp[t],
-                                       dec[t], bet[t], ro[t], d);
+                    st[t] = (nx_gdn_step){.k = kq + (size_t)t * 3 * d, .q = kq + (size_t)t * 3 * d + d,
+                                          .v = kq + (size_t)t * 3 * d + 2 * d, .decay = 0.6f + 0.02f * (float)t,
+                                          .beta = 0.9f - 0.03f * (float)t, .o = fo[t], .delta_out = del[t]};
+                    nx_gdn_step_avx512(ref + (size_t)t * plane, ref + (size_t)(t + 1) * plane, st[t].k, st[t].q, st[t].v,
+                                       st[t].decay, st[t].beta, ro[t], d);
                 }
                 memcpy(src, src0, plane * sizeof(float));
                 memset(dstm, 0, (size_t)NMAX * (DMAX * DMAX + 16) * sizeof(float));
                 for (int t = 0; t < n; t++) {
-                    op[t] = fo[t];
                     float *slot = dstm + (size_t)t * (DMAX * DMAX + 16);
                     switch (pattern) {
-                    case 0: dp[t] = slot; break;                                        /* all stored, aligned */
-                    case 1: dp[t] = slot + 4; break;                                    /* unaligned */
-                    case 2: dp[t] = t == n - 1 || t % 3 == 1 ? slot : NULL; break;      /* some skipped */
-                    default: dp[t] = t == n - 1 ? src : t % 2 ? slot : NULL; break;     /* last in place */
+                    case 0: st[t].dst = slot; break;                                        /* all stored, aligned */
+                    case 1: st[t].dst = slot + 4; break;                                    /* unaligned */
+                    case 2: st[t].dst = t == n - 1 || t % 3 == 1 ? slot : NULL; break;      /* some skipped */
+                    default: st[t].dst = t == n - 1 ? src : t % 2 ? slot : NULL; break;     /* last in place */
                     }
                 }
-                nx_gdn_steps_avx512(src, dp, n, kp, qp, vp, dec, bet, op, d);
+                nx_gdn_chain_avx512(src, st, n, d);
                 for (int t = 0; t < n; t++) {
                     assert_memory_equal(fo[t], ro[t], (size_t)d * sizeof(float));
-                    if (dp[t]) assert_memory_equal(dp[t], ref + (size_t)(t + 1) * plane, plane * sizeof(float));
+                    if (st[t].dst) assert_memory_equal(st[t].dst, ref + (size_t)(t + 1) * plane, plane * sizeof(float));
                 }
                 if (pattern != 3) assert_memory_equal(src, src0, plane * sizeof(float)); /* src only read */
+                if (pattern != 0) continue;
+                /* replay: the recorded deltas reproduce every state without q, v, beta */
+                memcpy(src, src0, plane * sizeof(float));
+                memset(dstm, 0, (size_t)NMAX * (DMAX * DMAX + 16) * sizeof(float));
+                for (int t = 0; t < n; t++)
+                    st[t] = (nx_gdn_step){.k = st[t].k, .delta = del[t], .decay = st[t].decay,
+                                          .dst = dstm + (size_t)t * (DMAX * DMAX + 16)};
+                nx_gdn_chain_avx512(src, st, n, d);
+                for (int t = 0; t < n; t++)
+                    assert_memory_equal(st[t].dst, ref + (size_t)(t + 1) * plane, plane * sizeof(float));
             }
     }
     nx_free_aligned(src0);
@@ -171,7 +177,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_activations_match_double),
         cmocka_unit_test(test_position_and_tail_invariant),
-        cmocka_unit_test(test_gdn_fused_steps_equal_chained_steps),
+        cmocka_unit_test(test_gdn_chain_equals_chained_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

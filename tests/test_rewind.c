@@ -75,7 +75,14 @@ static double state_diff(const nx_ctx *a, const nx_ctx *b) {
     double m = 0;
     for (int l = 0; l < a->rs.n_layer; l++) {
         m = fmax(m, diff(nx_rstate_conv(&a->rs, l, a->rs.cur[0], 0), nx_rstate_conv(&b->rs, l, b->rs.cur[0], 0), a->rs.conv_n));
-        m = fmax(m, diff(nx_rstate_ssm(&a->rs, l, a->rs.cur[0], 0), nx_rstate_ssm(&b->rs, l, b->rs.cur[0], 0), a->rs.ssm_n));
+        float *x = malloc(a->rs.ssm_n * sizeof(float)), *y = malloc(b->rs.ssm_n * sizeof(float));
+        assert_non_null(x);
+        assert_non_null(y);
+        nx_rstate_ssm_current(&a->rs, l, 0, x); /* a slot, or a slot plus pending replay rows */
+        nx_rstate_ssm_current(&b->rs, l, 0, y);
+        m = fmax(m, diff(x, y, a->rs.ssm_n));
+        free(x);
+        free(y);
     }
     return m;
 }
