@@ -32,6 +32,16 @@ nice -n 2 $py "$src/tools/train/train.py" --data "$w/data" --out "$run" --init "
 prev="$run"; run="$w/run4"
 $py "$src/tools/train/train.py" --data "$w/data" --out "$run" --init "$prev/ckpt.pt" --seed 4 --lr 1e-3 --warmup 30 \
     --steps 760 --decay-start 450 --mtp-weight 1.0 --eval-windows 48 --eval-every 200 $shape
+# stage 5: from stage 4's parameters, fresh optimiser, seed 5, lr 6e-4 constant to 300, decayed to
+# 6e-5 at 700, MTP weight 1.0
+prev="$run"; run="$w/run5"
+$py "$src/tools/train/train.py" --data "$w/data" --out "$run" --init "$prev/ckpt.pt" --seed 5 --lr 6e-4 --warmup 20 \
+    --steps 700 --decay-start 300 --mtp-weight 1.0 --eval-windows 48 --eval-every 200 $shape
+# stage 6: trunk frozen; only the MTP block learns, on the trunk's own distribution (--distill,
+# docs/train.md "Draft distillation"): what a greedy verifier accepts
+prev="$run"; run="$w/run6d"
+$py "$src/tools/train/train.py" --data "$w/data" --out "$run" --init "$prev/ckpt.pt" --seed 6 --lr 1e-3 --warmup 20 \
+    --steps 2400 --decay-start 1600 --distill --distill-chain 3 --eval-windows 48 --eval-every 400 $shape
 $py "$src/tools/train/evaluate.py" "$run/ckpt.pt" "$w/data" | tee "$run/final-eval.json"
 $py "$src/tools/train/export.py" "$run/ckpt.pt" "$w/tok" "$run/hf"
 "$src/build/nextn" convert "$run/hf" -o "$src/models/nextn-demo.gguf" --type f32 --name nextn-demo --force

@@ -20,6 +20,7 @@ import tempfile
 import unittest
 
 import torch
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -196,6 +197,35 @@ class Train(unittest.TestCase):
             other[1] = "48"
             with self.assertRaises(SystemExit):
                 self.run_train(d, part, 5, other)
+
+    def test_distill_trains_only_the_mtp_block(self):
+        """--distill: every trunk and embedding tensor stays bit-identical, every MTP tensor moves, and
+        the MTP rows get closer to the frozen trunk's distribution (the loss it optimises)."""
+        with tempfile.TemporaryDirectory() as d:
+            rng = np.random.default_rng(5)
+            # a learnable stream (a repeated random phrase) so the trunk has a distribution worth copying
+            np.tile(rng.integers(0, 4096, 40), 80).astype("<u2").tofile(os.path.join(d, "train.u16"))
+            rng.integers(0, 4096, 200).astype("<u2").tofile(os.path.join(d, "heldout.u16"))
+            base = self.run_train(d, os.path.join(d, "base"), 40, extra=["--lr", "1e-2", "--decay-start", "40"])
+            init = os.path.join(d, "base", "ckpt.pt")
+            dist = os.path.join(d, "dist")
+            train.main(["--data", d, "--out", dist, "--init", init, "--distill", "--distill-chain", "2", "--steps", "30", "--lr", "3e-3",
+                        "--warmup", "1", "--batch", "2", "--seq", "16", "--eval-every", "100"] + self.SHAPE)
+            after = torch.load(os.path.join(dist, "ckpt.pt"))
+            for k, v in base["model"].items():
+                same = torch.equal(v, after["model"][k])
+                self.assertEqual(same, not k.startswith("mtp."), k)
+            ids = torch.from_numpy(np.fromfile(os.path.join(d, "train.u16"), dtype="<u2")[:65].astype(np.int64))[None]
+            kl = []
+            for st in (base, after):
+                m = Qwen35MTP(st["config"])
+                m.load_state_dict(st["model"])
+                with torch.no_grad():
+                    logits, h = m(ids)
+                    mlogits, _ = m.mtp_forward(ids, h)
+                    p = F.log_softmax(logits, -1)
+                    kl.append((p.exp() * (p - F.log_softmax(mlogits, -1))).sum(-1).mean().item())
+            self.assertLess(kl[1], 0.5 * kl[0])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,19 @@ decay to 10 % at --steps.  WSD lets a run of unknown length be finished later: t
 --decay-start and --steps, then resume with --decay-start = the step reached and --steps = a few
 hundred more; the result is identical to one run with those two values.  Gradient clipping at 1.0.
 
+--distill (a last stage, after joint training): the trunk and the shared embedding are frozen and
+only the MTP block (fc, its two input norms, its decoder layer, its final norm) is trained, on the
+trunk's own distribution as a soft target: MTP row p and trunk row p both predict x_{p+1}, so the
+loss is the cross-entropy of the MTP row against softmax(trunk logits of row p) (= KL + a constant).
+This optimises what speculative decoding accepts (the draft agreeing with the target) instead of
+agreement with the text; a frozen trunk keeps the target model's outputs unchanged.
+--distill-mix A blends in the text: loss = (1 - A) * soft + A * CE(MTP row p, x_{p+1}).
+--distill-chain N also trains the chained draft steps the decoder runs (draft-max > 1): step k feeds
+the MTP block its own post-norm output of step k - 1 instead of the trunk's hidden, i.e. row p pairs
+x_p with hout_{k-1}[p-1], and is scored against the same trunk row p; the loss is the mean over the
+N steps.  (In training, step k's rows attend to other step-k rows; the decoder's draft rows attend
+to the MTP cache of trunk-fed rows: an approximation, as in other MTP recipes.)
+
 Deterministic and resumable: parameters come from --seed; the training windows of step s are drawn
 from numpy's RNG seeded with (seed, s), so a resumed run sees exactly the batches an uninterrupted
 one would.  RUN_DIR/ckpt.pt (model + optimiser + step) is rewritten atomically every --save-every
@@ -61,6 +74,22 @@ def batch(data, step, a):
     rng = np.random.default_rng([a.seed, step])
     off = rng.integers(0, len(data) - a.seq - 1, size=a.batch)
     return torch.from_numpy(np.stack([data[o:o + a.seq + 1] for o in off]).astype(np.int64))
+
+
+def distill_losses(model, ids, chain=1):
+    """--distill: (trunk CE, soft CE of the MTP rows against the frozen trunk's distribution,
+    CE of the MTP rows against the text), each the mean over `chain` chained draft steps."""
+    x, y = ids[:, :-1], ids[:, 1:]
+    with torch.no_grad():
+        logits, h = model(x)
+        teacher = F.softmax(logits, dim=-1)
+    V = logits.shape[-1]
+    soft = hard = 0.0
+    for _ in range(chain):
+        mlogits, h = model.mtp_forward(x, h)     # the next step is fed this step's own hidden
+        soft = soft - (teacher * F.log_softmax(mlogits, dim=-1)).sum(-1).mean() / chain
+        hard = hard + F.cross_entropy(mlogits.reshape(-1, V), y.reshape(-1)) / chain
+    return F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)), soft, hard
 
 
 def losses(model, ids):
@@ -122,6 +151,12 @@ def main(argv=None):
                     help="constant lr until this step, then linear decay to 10 %% at --steps (default: cosine)")
     ap.add_argument("--mtp-weight", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--distill", action="store_true",
+                    help="train only the MTP block, on the frozen trunk's distribution (see above)")
+    ap.add_argument("--distill-chain", type=int, default=1,
+                    help="with --distill: chained draft steps trained (1 = the first draft only)")
+    ap.add_argument("--distill-mix", type=float, default=0.0,
+                    help="with --distill: weight of the text's CE in the MTP loss (0 = trunk distribution only)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (1: OpenBLAS threads spin badly on an oversubscribed machine)")
     ap.add_argument("--eval-every", type=int, default=100)
@@ -143,8 +178,12 @@ def main(argv=None):
     train = np.fromfile(os.path.join(a.data, "train.u16"), dtype=np.uint16)
     held = np.fromfile(os.path.join(a.data, "heldout.u16"), dtype=np.uint16)
     model = Qwen35MTP(cfg)
-    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() != 2]
+    if a.distill:                       # only the MTP block learns; trunk and embedding stay as they are
+        for n, p in model.named_parameters():
+            p.requires_grad_(n.startswith("mtp."))
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in trainable if p.dim() == 2]
+    no_decay = [p for n, p in trainable if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95))
     ckpt = os.path.join(a.out, "ckpt.pt")
@@ -172,11 +211,15 @@ def main(argv=None):
         lr = lr_at(step, a)
         for gr in opt.param_groups:
             gr["lr"] = lr
-        lt, lm, _, _ = losses(model, batch(train, step, a))
-        loss = lt + a.mtp_weight * lm
+        if a.distill:
+            lt, soft, lm = distill_losses(model, batch(train, step, a), a.distill_chain)
+            loss = (1.0 - a.distill_mix) * soft + a.distill_mix * lm
+        else:
+            lt, lm, _, _ = losses(model, batch(train, step, a))
+            loss = lt + a.mtp_weight * lm
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
         opt.step()
         step += 1
         dt = time.time() - ts
