@@ -20,7 +20,6 @@ trunk's own distribution as a soft target: MTP row p and trunk row p both predic
 loss is the cross-entropy of the MTP row against softmax(trunk logits of row p) (= KL + a constant).
 This optimises what speculative decoding accepts (the draft agreeing with the target) instead of
 agreement with the text; a frozen trunk keeps the target model's outputs unchanged.
---distill-mix A blends in the text: loss = (1 - A) * soft + A * CE(MTP row p, x_{p+1}).
 --distill-chain N also trains the chained draft steps the decoder runs (draft-max > 1): step k feeds
 the MTP block its own post-norm output of step k - 1 instead of the trunk's hidden, i.e. row p pairs
 x_p with hout_{k-1}[p-1], and is scored against the same trunk row p; the loss is the mean over the
@@ -155,8 +154,6 @@ def main(argv=None):
                     help="train only the MTP block, on the frozen trunk's distribution (see above)")
     ap.add_argument("--distill-chain", type=int, default=1,
                     help="with --distill: chained draft steps trained (1 = the first draft only)")
-    ap.add_argument("--distill-mix", type=float, default=0.0,
-                    help="with --distill: weight of the text's CE in the MTP loss (0 = trunk distribution only)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (1: OpenBLAS threads spin badly on an oversubscribed machine)")
     ap.add_argument("--eval-every", type=int, default=100)
@@ -212,8 +209,7 @@ def main(argv=None):
         for gr in opt.param_groups:
             gr["lr"] = lr
         if a.distill:
-            lt, soft, lm = distill_losses(model, batch(train, step, a), a.distill_chain)
-            loss = (1.0 - a.distill_mix) * soft + a.distill_mix * lm
+            lt, loss, lm = distill_losses(model, batch(train, step, a), a.distill_chain)
         else:
             lt, lm, _, _ = losses(model, batch(train, step, a))
             loss = lt + a.mtp_weight * lm
@@ -225,6 +221,8 @@ def main(argv=None):
         dt = time.time() - ts
         rec = {"step": step, "loss": lt.item(), "mtp_loss": lm.item(), "lr": lr,
                "tok_per_s": a.batch * a.seq / dt, "time": time.time()}
+        if a.distill:
+            rec["distill_loss"] = loss.item()   # the soft CE it optimises; mtp_loss stays CE vs the text
         log.write(json.dumps(rec) + "\n")
         log.flush()
         if step % 10 == 0:
