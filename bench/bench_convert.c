@@ -9,9 +9,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "convert.h"
-#include "quant.h"
-#include "safetensors.h"
+#include "convert/convert.h"
+#include "quant/quant.h"
+#include "convert/safetensors.h"
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -18,9 +18,9 @@
 
 #include <immintrin.h>
 
-#include "matmul.h"
-#include "quant.h"
-#include "threads.h"
+#include "quant/matmul.h"
+#include "quant/quant.h"
+#include "base/threads.h"
 
 #define IN 4096
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "forward.h"
+#include "forward/forward.h"
 
 /* CPU seconds used by the whole process (all threads): on a shared machine wall time includes
  * waiting for a core, CPU time does not. */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "matmul.h"
+#include "quant/matmul.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
-#include "sample.h"
+#include "base/common.h"
+#include "sample/sample.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
-#include "hf_tokenizer.h"
-#include "tokenizer.h"
+#include "gguf/gguf.h"
+#include "convert/hf_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "common.h"
-#include "forward.h"
-#include "model.h"
-#include "threads.h"
+#include "base/common.h"
+#include "forward/forward.h"
+#include "model/model.h"
+#include "base/threads.h"
 
 static double now_s(int cpu) {
     struct timespec ts;

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "convert.h"
-#include "quant.h"
+#include "convert/convert.h"
+#include "nextn_internal.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -10,9 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "draft_vocab.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "nextn_internal.h"
 
 #define CMD "draft-vocab"
 #define CHUNK (1u << 20) /* text is tokenised in pieces of >= 1 MiB cut after a newline */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "gguf.h"
+#include "nextn_internal.h"
 
 #define N_TOKENS 1000   /* --small: 8 */
 #define EMBD 64

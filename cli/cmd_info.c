@@ -13,7 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "commands.h"
-#include "gguf.h"
+#include "nextn_internal.h"
 
 #define LINE_BUDGET 100  /* characters an abbreviated value may take */
 #define STR_BUDGET 60    /* bytes of a single string value shown before "..." */

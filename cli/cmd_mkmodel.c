@@ -4,9 +4,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "mkmodel.h"
-#include "quant.h"
-#include "threads.h"
+#include "convert/mkmodel.h"
+#include "nextn_internal.h"
 
 static void usage(FILE *f) {
     fprintf(f,

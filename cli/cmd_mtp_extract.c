@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "mtp.h"
+#include "nextn_internal.h"
 
 int cmd_mtp_extract(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {

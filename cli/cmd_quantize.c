@@ -6,9 +6,8 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "quant.h"
-#include "quantize.h"
-#include "threads.h"
+#include "nextn_internal.h"
+#include "convert/quantize.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -32,14 +32,7 @@
 #include <time.h>
 
 #include "commands.h"
-#include "draft_vocab.h"
-#include "forward.h"
-#include "model.h"
-#include "mtp.h"
-#include "seq_ckpt.h"
-#include "spec.h"
-#include "threads.h"
-#include "tokenizer.h"
+#include "nextn_internal.h"
 
 #define CMD "nextn spec-bench"
 

@@ -14,11 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
+#include "nextn_internal.h"
 #include "commands.h"
-#include "gguf.h"
-#include "hf_tokenizer.h"
-#include "tokenizer.h"
+#include "convert/hf_tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]\n"

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "gguf.h"
-#include "hf_tokenizer.h"
+#include "nextn_internal.h"
+#include "convert/hf_tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nextn vocab-from-hf tokenizer.json [tokenizer_config.json [config.json]] -o OUT.gguf\n"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "draft_vocab.h"
+#include "spec/draft_vocab.h"
 
 enum { V = 300 };
 

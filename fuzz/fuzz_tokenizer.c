@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
-#include "utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "base/utf8.h"
 
 enum { N_BYTES = 256 };
 static const char *const EXTRA[] = {"he", "ll", "hell", "hello", "\xC4\xA0w", "\xC4\xA0\xC4\xA0", "aa", "<|im_end|>",

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_avx512.h"
-#include "ops_avx512.h"
-#include "quant.h"
+#include "forward/attn_avx512.h"
+#include "forward/ops_avx512.h"
+#include "quant/quant.h"
 
 #define MAX_CELLS 700
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
+#include "tokenizer/chat.h"
 
 /* Converts one conversation of conversations.json into nx_chat_msg and renders it.  Strings
  * point into the cJSON tree or into `owned` (printed JSON), freed by the caller. */

@@ -2,7 +2,7 @@
 #include "testutil.h"
 
 #include <string.h>
-#include "common.h"
+#include "base/common.h"
 
 static void test_fail_formats_and_returns_false(void **state) {
     (void)state;

@@ -23,13 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert.h"
-#include "forward.h"
-#include "gguf.h"
-#include "model.h"
-#include "mtp.h"
-#include "quant.h"
-#include "safetensors.h"
+#include "convert/convert.h"
+#include "forward/forward.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "spec/mtp.h"
+#include "quant/quant.h"
+#include "convert/safetensors.h"
 
 #define N_VOCAB 320
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert_kernels.h"
-#include "quant.h"
+#include "convert/convert_kernels.h"
+#include "quant/quant.h"
 
 static bool have_avx2(void) { return nx_cpu_isa() >= NX_ISA_AVX2; }
 

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx_internal.h"
-#include "forward.h"
-#include "mkmodel.h"
-#include "quant.h"
+#include "forward/ctx_internal.h"
+#include "forward/forward.h"
+#include "convert/mkmodel.h"
+#include "quant/quant.h"
 
 /* ---- the reference --------------------------------------------------------------------- */
 

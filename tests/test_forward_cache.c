@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_avx512.h"
-#include "ctx_internal.h"
-#include "forward.h"
-#include "seq_ckpt.h"
-#include "mkmodel.h"
-#include "quant.h"
+#include "forward/attn_avx512.h"
+#include "forward/ctx_internal.h"
+#include "forward/forward.h"
+#include "forward/seq_ckpt.h"
+#include "convert/mkmodel.h"
+#include "quant/quant.h"
 
 typedef struct fixture {
     nx_mk_memory mem;

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gdn.h"
-#include "gdn_conv_avx512.h"
-#include "quant.h"
+#include "forward/gdn.h"
+#include "forward/gdn_conv_avx512.h"
+#include "quant/quant.h"
 
 #define C 80
 #define ROWS 6

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
-#include "quant_impl.h"
+#include "quant/gemm.h"
+#include "quant/quant_impl.h"
 
 static const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
 

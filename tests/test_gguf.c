@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "quant.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
 
 /* ---- an independent little encoder for hand-made files -------------------------------------- */
 typedef struct tb { uint8_t *p; size_t len, cap; } tb;

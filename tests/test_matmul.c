@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "matmul.h"
+#include "quant/matmul.h"
 
 static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q4_0,
                                 NX_TYPE_Q4_1, NX_TYPE_Q5_0, NX_TYPE_Q5_1, NX_TYPE_Q8_0,

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "gguf.h"
-#include "mkmodel.h"
-#include "quant.h"
+#include "forward/forward.h"
+#include "gguf/gguf.h"
+#include "convert/mkmodel.h"
+#include "quant/quant.h"
 
 static nx_pool *pool;
 static const char *tiny_path;    /* tiny f32 with MTP, seed 3 */

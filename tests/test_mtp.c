@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
-#include "mkmodel.h"
-#include "mtp.h"
-#include "quant.h"
+#include "forward/forward.h"
+#include "convert/mkmodel.h"
+#include "spec/mtp.h"
+#include "quant/quant.h"
 
 typedef struct fixture {
     nx_mk_memory mem;

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops_avx512.h"
-#include "quant.h"
+#include "forward/ops_avx512.h"
+#include "quant/quant.h"
 
 /* Relative error bound: the polynomial (5e-9) plus a few float roundings (2^-24 each). */
 #define REL 4e-7

@@ -33,12 +33,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "mtp.h"
-#include "quant.h"
-#include "threads.h"
+#include "forward/forward.h"
+#include "convert/mkmodel.h"
+#include "model/model.h"
+#include "spec/mtp.h"
+#include "quant/quant.h"
+#include "base/threads.h"
 
 #define MAX_MODELS 8
 #define MAX_CASES 32

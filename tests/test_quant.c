@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
-#include "quant_blocks.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
 
 /* The GGUF facts, written out independently of quant.c: id, name, block size, bytes/block,
  * vec-dot type (-1: size-only row, no conversion). */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant_impl.h"
+#include "quant/quant_impl.h"
 
 #define N 1024 /* 32 q8_0 blocks, 4 q8_K blocks */
 

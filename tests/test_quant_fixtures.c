@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
+#include "quant/quant.h"
 
 #define N 4096
 

@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
-#include "quant_blocks.h"
-#include "quant_impl.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+#include "quant/quant_impl.h"
 
 static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q8_0,
                                 NX_TYPE_Q4_0, NX_TYPE_Q5_0, NX_TYPE_Q4_1, NX_TYPE_Q5_1,

@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert.h"
-#include "gguf.h"
-#include "mkmodel.h"
-#include "quant.h"
-#include "quantize.h"
+#include "convert/convert.h"
+#include "gguf/gguf.h"
+#include "convert/mkmodel.h"
+#include "quant/quant.h"
+#include "convert/quantize.h"
 
 static char made[16][512];
 static int n_made;

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx_internal.h"
-#include "forward.h"
-#include "mkmodel.h"
-#include "quant.h"
-#include "seq_ckpt.h"
+#include "forward/ctx_internal.h"
+#include "forward/forward.h"
+#include "convert/mkmodel.h"
+#include "quant/quant.h"
+#include "forward/seq_ckpt.h"
 
 #define TOL 2e-5
 

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "convert/safetensors.h"
 #include "testutil.h"
 
 /* Builds a file image: u64 header length, header JSON, data bytes. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample.h"
+#include "sample/sample.h"
 #include "testutil.h"
 
 /* ---- independent references ---------------------------------------------------------------- */

@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "draft_vocab.h"
-#include "forward.h"
-#include "mkmodel.h"
-#include "mtp.h"
-#include "quant.h"
-#include "sample.h"
-#include "spec.h"
+#include "spec/draft_vocab.h"
+#include "forward/forward.h"
+#include "convert/mkmodel.h"
+#include "spec/mtp.h"
+#include "quant/quant.h"
+#include "sample/sample.h"
+#include "spec/spec.h"
 
 enum { N_PROMPTS = 200, MAX_PROMPT = 4, GEN = 7, NSEQ = 8, NCTX = 24 };
 

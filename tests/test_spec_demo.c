@@ -17,14 +17,14 @@
 
 #include "testutil.h"
 
-#include "draft_vocab.h"
-#include "forward.h"
-#include "gguf.h"
-#include "model.h"
-#include "mtp.h"
-#include "sample.h"
-#include "spec.h"
-#include "tokenizer.h"
+#include "spec/draft_vocab.h"
+#include "forward/forward.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "spec/mtp.h"
+#include "sample/sample.h"
+#include "spec/spec.h"
+#include "tokenizer/tokenizer.h"
 
 enum { MAX_PROMPTS = 256, MAX_PROMPT = 48, GEN = 12, NSEQ = 8, NCTX = 80, MAX_N = 6, DV_K = 1024 };
 

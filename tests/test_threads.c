@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "threads.h"
+#include "base/threads.h"
 
 struct run_ctx {
     atomic_int calls;

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "tokenizer.h"
-#include "tokenizer_regex.h"
-#include "utf8.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_regex.h"
+#include "base/utf8.h"
 
 /* ---- tiny vocabulary -----------------------------------------------------------------------
  * ids 0..255: the byte-level symbol of byte b is token b (so byte b encodes to id b);

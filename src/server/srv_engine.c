@@ -1,5 +1,5 @@
 /* srv_engine.c - slot scheduling and continuous batching for `nextn serve` (see srv_engine.h). */
-#include "srv_engine.h"
+#include "server/srv_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,9 +19,9 @@
 #ifndef NX_SRV_ENGINE_H
 #define NX_SRV_ENGINE_H
 
-#include "common.h"
+#include "nextn_internal.h"
 #include "nextn.h"
-#include "srv_request.h"
+#include "server/srv_request.h"
 
 typedef struct nx_srv_engine_params {
     int32_t n_slots;        /* parallel sequences (>= 1) */

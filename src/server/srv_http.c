@@ -5,9 +5,9 @@
  * request waits on its nx_srv_req condition variable until the engine finishes it, and a
  * stream's content reader waits there for the next piece of text.
  */
-#include "server.h"
+#include "server/server.h"
 
-#include "api_internal.h"
+#include "nextn_internal.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -1,12 +1,12 @@
 /* srv_openai.c - OpenAI-compatible request parsing and response building (see srv_openai.h). */
-#include "srv_openai.h"
+#include "server/srv_openai.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_json.h"
+#include "nextn_internal.h"
 
 /* ---- request fields ---------------------------------------------------------------------- */
 

@@ -6,10 +6,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
-#include "common.h"
+#include "nextn_internal.h"
 #include "nextn.h"
-#include "srv_request.h"
+#include "server/srv_request.h"
 
 /* What a request may leave out. */
 typedef struct nx_srv_defaults {

@@ -1,5 +1,5 @@
 /* srv_request.c - request lifetime and the stop-string bookkeeping (see srv_request.h). */
-#include "srv_request.h"
+#include "server/srv_request.h"
 
 #include <stdint.h>
 #include <stdio.h>

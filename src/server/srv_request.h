@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "nextn.h"
-#include "tokenizer.h" /* nx_buf */
+#include "nextn_internal.h"
 
 #define NX_SRV_MAX_STOP 16 /* stop strings per request */
 

@@ -1,0 +1,433 @@
+/* api.c - the public API (include/nextn.h) as thin wrappers over the internal modules.
+ *
+ * Ownership: a nextn_model owns the nx_model (and through it the GGUF mapping) and the
+ * tokenizer built from the same file; a nextn_context owns its nx_ctx and its thread pool.
+ * nextn_tokenizer is the internal nx_tokenizer behind an opaque name (only ever cast back).
+ * Internal errors (nx_err) are copied into the caller's nextn_error. */
+#include "nextn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tokenizer/chat.h"
+#include "base/common.h"
+#include "forward/forward.h"
+#include "model/model.h"
+#include "sample/sample.h"
+#include "base/threads.h"
+#include "tokenizer/tokenizer.h"
+#include "api/api_internal.h"
+
+_Static_assert(NEXTN_ERROR_MAX == NX_ERR_MAX, "public and internal error buffers have the same size");
+
+struct nextn_model {
+    nx_model *model;
+    nx_tokenizer *tok;          /* NULL when the file has no tokenizer */
+    uint64_t file_bytes;
+};
+
+struct nextn_context {
+    nx_ctx *ctx;
+    nx_pool *pool;
+    const nextn_model *model;
+    nextn_context_params params;
+};
+
+struct nextn_sampler {
+    nx_sampler *s;
+    nx_dist dist;               /* result of nextn_sampler_dist before it is copied out */
+};
+
+struct nextn_stream {
+    nx_detok_stream st;
+    nx_buf buf;
+};
+
+static bool pass(nextn_error *err, const nx_err *ie) {
+    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
+    return false;
+}
+
+static bool fail(nextn_error *err, const char *msg) {
+    if (err) snprintf(err->msg, sizeof err->msg, "%s", msg);
+    return false;
+}
+
+static nx_tokenizer *tok_in(const nextn_tokenizer *t) { return (nx_tokenizer *)t; }
+
+const char *nextn_version(void) { return "0.1.0"; }
+
+/* ---- model ------------------------------------------------------------------------------- */
+
+nextn_model_params nextn_model_default_params(void) {
+    nextn_model_params p = {.load_mtp = false};
+    return p;
+}
+
+bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_params *params, nextn_error *err) {
+    *out = NULL;
+    if (!path) return fail(err, "model path is NULL");
+    nextn_model_params p = params ? *params : nextn_model_default_params();
+    nx_err ie;
+    nextn_model *m = nx_calloc(1, sizeof *m, "model handle", &ie);
+    if (!m) return pass(err, &ie);
+    if (!nx_model_load(&m->model, path, p.load_mtp, &ie)) {
+        free(m);
+        return pass(err, &ie);
+    }
+    struct stat st;
+    m->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (nx_gguf_find_kv(m->model->gguf, "tokenizer.ggml.model")) {
+        if (!nx_tokenizer_from_gguf(&m->tok, m->model->gguf, &ie)) {
+            nx_model_free(m->model);
+            free(m);
+            return pass(err, &ie);
+        }
+        if (nx_tokenizer_n_vocab(m->tok) > m->model->hp.n_vocab) {
+            snprintf(ie.msg, sizeof ie.msg, "%s: the tokenizer has %u tokens but the model's head has %u rows", path,
+                     nx_tokenizer_n_vocab(m->tok), m->model->hp.n_vocab);
+            nx_tokenizer_free(m->tok);
+            nx_model_free(m->model);
+            free(m);
+            return pass(err, &ie);
+        }
+    }
+    *out = m;
+    return true;
+}
+
+void nextn_model_free(nextn_model *m) {
+    if (!m) return;
+    nx_tokenizer_free(m->tok);
+    nx_model_free(m->model);
+    free(m);
+}
+
+void nextn_model_get_info(const nextn_model *m, nextn_model_info *info) {
+    const nx_hparams *hp = &m->model->hp;
+    memset(info, 0, sizeof *info);
+    info->n_vocab = (int32_t)hp->n_vocab;
+    info->n_embd = (int32_t)hp->n_embd;
+    info->n_layer = (int32_t)hp->n_layer;
+    info->n_ctx_train = (int32_t)hp->n_ctx_train;
+    info->has_mtp = hp->n_mtp > 0;
+    info->has_tokenizer = m->tok != NULL;
+    info->weight_bytes = m->model->weight_bytes;
+    info->file_bytes = m->file_bytes;
+}
+
+nextn_tokenizer *nextn_model_tokenizer(const nextn_model *m) { return (nextn_tokenizer *)m->tok; }
+
+const nx_model *nx_api_model(const nextn_model *m) { return m->model; }
+const nx_tokenizer *nx_api_tokenizer(const nextn_model *m) { return m->tok; }
+
+/* ---- context ----------------------------------------------------------------------------- */
+
+nextn_context_params nextn_context_default_params(void) {
+    nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16, .n_snapshots = 0};
+    return p;
+}
+
+bool nextn_context_create(nextn_context **out, const nextn_model *model, const nextn_context_params *params,
+                          nextn_error *err) {
+    *out = NULL;
+    if (!model) return fail(err, "context: model is NULL");
+    nextn_context_params p = params ? *params : nextn_context_default_params();
+    if (p.kv_type != NEXTN_KV_F16 && p.kv_type != NEXTN_KV_F32)
+        return fail(err, "context: kv_type must be NEXTN_KV_F16 or NEXTN_KV_F32");
+    nx_err ie;
+    nextn_context *c = nx_calloc(1, sizeof *c, "context handle", &ie);
+    if (!c) return pass(err, &ie);
+    c->model = model;
+    c->params = p;
+    if (!(c->pool = nx_pool_create(p.n_threads, &ie))) {
+        free(c);
+        return pass(err, &ie);
+    }
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = p.n_ctx;
+    cp.n_seq = p.n_seq;
+    cp.n_snapshots = p.n_snapshots;
+    cp.kv_type = p.kv_type == NEXTN_KV_F32 ? NX_KV_F32 : NX_KV_F16;
+    if (!nx_ctx_create(&c->ctx, model->model, &cp, c->pool, &ie)) {
+        nx_pool_free(c->pool);
+        free(c);
+        return pass(err, &ie);
+    }
+    *out = c;
+    return true;
+}
+
+void nextn_context_free(nextn_context *c) {
+    if (!c) return;
+    nx_ctx_free(c->ctx);
+    nx_pool_free(c->pool);
+    free(c);
+}
+
+void nextn_context_memory(const nextn_context *c, nextn_memory *mem) {
+    nx_ctx_memory m = nx_ctx_memory_usage(c->ctx);
+    mem->weight_bytes = c->model->model->weight_bytes;
+    mem->kv_bytes = m.kv_bytes;
+    mem->state_bytes = m.state_bytes;
+    mem->scratch_bytes = m.scratch_bytes;
+}
+
+int32_t nextn_n_ctx(const nextn_context *c) { return c->params.n_ctx; }
+int32_t nextn_n_seq(const nextn_context *c) { return c->params.n_seq; }
+int32_t nextn_n_threads(const nextn_context *c) { return nx_pool_size(c->pool); }
+
+bool nextn_decode(nextn_context *c, const nextn_batch *batch, nextn_error *err) {
+    if (!batch || batch->n_tokens <= 0 || !batch->token || !batch->pos)
+        return fail(err, "decode: the batch needs n_tokens > 0 and token and pos arrays");
+    nx_batch b = {.n_tokens = batch->n_tokens, .token = batch->token, .pos = batch->pos,
+                  .seq_id = batch->seq_id, .logits = batch->logits};
+    nx_err ie;
+    if (!nx_forward(c->ctx, &b, &ie)) return pass(err, &ie);
+    return true;
+}
+
+const float *nextn_get_logits(const nextn_context *c, int32_t row) {
+    if (row < 0 || row >= nx_ctx_n_rows(c->ctx)) return NULL;
+    return nx_ctx_logits(c->ctx, row);
+}
+
+const float *nextn_get_hidden(const nextn_context *c, int32_t row) {
+    if (row < 0 || row >= nx_ctx_n_rows(c->ctx)) return NULL;
+    return nx_ctx_hidden(c->ctx) + (size_t)row * c->model->model->hp.n_embd;
+}
+
+int32_t nextn_n_past(const nextn_context *c, int32_t seq) {
+    if (seq < 0 || seq >= c->params.n_seq) return -1;
+    return nx_ctx_n_past(c->ctx, seq);
+}
+
+static bool check_seq(const nextn_context *c, int32_t seq, const char *what, nextn_error *err) {
+    if (seq >= 0 && seq < c->params.n_seq) return true;
+    if (err) snprintf(err->msg, sizeof err->msg, "%s: sequence %d is outside [0, %d) (n_seq)", what, seq, c->params.n_seq);
+    return false;
+}
+
+bool nextn_seq_clear(nextn_context *c, int32_t seq, nextn_error *err) {
+    nx_err ie;
+    if (!check_seq(c, seq, "seq_clear", err)) return false;
+    return nx_ctx_seq_clear(c->ctx, seq, &ie) || pass(err, &ie);
+}
+
+bool nextn_seq_truncate(nextn_context *c, int32_t seq, int32_t from_pos, nextn_error *err) {
+    nx_err ie;
+    if (!check_seq(c, seq, "seq_truncate", err)) return false;
+    return nx_ctx_seq_truncate(c->ctx, seq, from_pos, &ie) || pass(err, &ie);
+}
+
+bool nextn_seq_copy(nextn_context *c, int32_t src, int32_t dst, nextn_error *err) {
+    nx_err ie;
+    if (!check_seq(c, src, "seq_copy source", err) || !check_seq(c, dst, "seq_copy destination", err)) return false;
+    return nx_ctx_seq_copy(c->ctx, src, dst, &ie) || pass(err, &ie);
+}
+
+/* ---- tokenizer --------------------------------------------------------------------------- */
+
+int32_t nextn_token_bos(const nextn_tokenizer *t) { return nx_tokenizer_bos(tok_in(t)); }
+int32_t nextn_token_eos(const nextn_tokenizer *t) { return nx_tokenizer_eos(tok_in(t)); }
+bool nextn_token_is_eog(const nextn_tokenizer *t, int32_t id) { return nx_tokenizer_is_eog(tok_in(t), id); }
+bool nextn_tokenizer_add_bos(const nextn_tokenizer *t) { return nx_tokenizer_add_bos(tok_in(t)); }
+
+bool nextn_tokenize(nextn_tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
+                    int32_t *ids, int32_t cap, int32_t *n_out, nextn_error *err) {
+    *n_out = 0;
+    if (!t) return fail(err, "tokenize: no tokenizer");
+    if (!text && len) return fail(err, "tokenize: text is NULL");
+    nx_tokens v = {0};
+    nx_err ie;
+    if (!nx_tokenize(tok_in(t), text ? text : "", len, add_bos, parse_special, &v, &ie)) {
+        nx_tokens_free(&v);
+        return pass(err, &ie);
+    }
+    if (v.n > (size_t)INT32_MAX) {
+        nx_tokens_free(&v);
+        return fail(err, "tokenize: more than 2^31 tokens");
+    }
+    *n_out = (int32_t)v.n;
+    if (ids) {
+        if ((size_t)cap < v.n) {
+            if (err) snprintf(err->msg, sizeof err->msg, "tokenize: %zu tokens do not fit in a buffer of %d", v.n, cap);
+            nx_tokens_free(&v);
+            return false;
+        }
+        memcpy(ids, v.ids, v.n * sizeof *ids);
+    }
+    nx_tokens_free(&v);
+    return true;
+}
+
+bool nextn_detokenize(const nextn_tokenizer *t, const int32_t *ids, int32_t n, bool special, char *buf, size_t cap,
+                      size_t *len_out, nextn_error *err) {
+    *len_out = 0;
+    if (!t) return fail(err, "detokenize: no tokenizer");
+    if (n < 0 || (n > 0 && !ids)) return fail(err, "detokenize: bad id array");
+    nx_buf b = {0};
+    nx_err ie;
+    if (!nx_detokenize(tok_in(t), ids, (size_t)n, special, &b, &ie)) {
+        nx_buf_free(&b);
+        return pass(err, &ie);
+    }
+    *len_out = b.len;
+    bool ok = true;
+    if (buf) {
+        if (cap < b.len) {
+            if (err) snprintf(err->msg, sizeof err->msg, "detokenize: %zu bytes do not fit in a buffer of %zu", b.len, cap);
+            ok = false;
+        } else if (b.len) {
+            memcpy(buf, b.data, b.len);
+        }
+    }
+    nx_buf_free(&b);
+    return ok;
+}
+
+bool nextn_stream_create(nextn_stream **out, const nextn_tokenizer *t, bool special, nextn_error *err) {
+    *out = NULL;
+    if (!t) return fail(err, "stream: no tokenizer");
+    nx_err ie;
+    nextn_stream *s = nx_calloc(1, sizeof *s, "detokenizer stream", &ie);
+    if (!s) return pass(err, &ie);
+    nx_detok_stream_init(&s->st, tok_in(t), special);
+    *out = s;
+    return true;
+}
+
+bool nextn_stream_push(nextn_stream *s, int32_t id, const char **text, size_t *len_out, nextn_error *err) {
+    nx_err ie;
+    s->buf.len = 0;
+    if (s->buf.data) s->buf.data[0] = 0;
+    if (!nx_detok_stream_push(&s->st, id, &s->buf, &ie)) return pass(err, &ie);
+    *text = s->buf.data ? s->buf.data : "";
+    *len_out = s->buf.len;
+    return true;
+}
+
+bool nextn_stream_flush(nextn_stream *s, const char **text, size_t *len_out, nextn_error *err) {
+    nx_err ie;
+    s->buf.len = 0;
+    if (s->buf.data) s->buf.data[0] = 0;
+    if (!nx_detok_stream_flush(&s->st, &s->buf, &ie)) return pass(err, &ie);
+    *text = s->buf.data ? s->buf.data : "";
+    *len_out = s->buf.len;
+    return true;
+}
+
+void nextn_stream_free(nextn_stream *s) {
+    if (!s) return;
+    nx_buf_free(&s->buf);
+    free(s);
+}
+
+/* ---- chat ------------------------------------------------------------------------------------ */
+
+bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, const char *user_text, char *buf,
+                            size_t cap, size_t *len_out, nextn_error *err) {
+    *len_out = 0;
+    if (!user_text) return fail(err, "chat: user text is NULL");
+    nx_err ie;
+    nx_chat_format fmt;
+    if (!nx_chat_select(model->model->gguf, chat_format, &fmt, &ie)) return pass(err, &ie);
+    nx_chat_msg msg = {.role = "user", .content = user_text};
+    nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = true};
+    nx_buf out = {0};
+    if (!nx_chat_render(fmt, &msg, 1, &opts, &out, &ie)) {
+        nx_buf_free(&out);
+        return pass(err, &ie);
+    }
+    *len_out = out.len;
+    bool ok = true;
+    if (buf) {
+        if (cap < out.len) {
+            if (err) snprintf(err->msg, sizeof err->msg, "chat: %zu bytes do not fit in a buffer of %zu", out.len, cap);
+            ok = false;
+        } else if (out.len) {
+            memcpy(buf, out.data, out.len);
+        }
+    }
+    nx_buf_free(&out);
+    return ok;
+}
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+
+nextn_sampler_params nextn_sampler_default_params(void) {
+    nx_sampler_params d = nx_sampler_default_params();
+    nextn_sampler_params p = {
+        .temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
+        .penalty_last_n = d.penalty_last_n, .penalty_repeat = d.penalty_repeat,
+        .penalty_freq = d.penalty_freq, .penalty_present = d.penalty_present, .seed = d.seed,
+    };
+    return p;
+}
+
+bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const nextn_sampler_params *params,
+                          nextn_error *err) {
+    *out = NULL;
+    if (!model) return fail(err, "sampler: model is NULL");
+    nextn_sampler_params p = params ? *params : nextn_sampler_default_params();
+    nx_sampler_params ip = nx_sampler_default_params();
+    ip.temp = p.temp;
+    ip.top_k = p.top_k;
+    ip.top_p = p.top_p;
+    ip.min_p = p.min_p;
+    ip.penalty_last_n = p.penalty_last_n;
+    ip.penalty_repeat = p.penalty_repeat;
+    ip.penalty_freq = p.penalty_freq;
+    ip.penalty_present = p.penalty_present;
+    ip.seed = p.seed;
+    nx_err ie;
+    nextn_sampler *s = nx_calloc(1, sizeof *s, "sampler handle", &ie);
+    if (!s) return pass(err, &ie);
+    if (!nx_sampler_create(&s->s, (int32_t)model->model->hp.n_vocab, &ip, &ie) ||
+        !nx_dist_init(&s->dist, (int32_t)model->model->hp.n_vocab, &ie)) {
+        nx_sampler_free(s->s);
+        free(s);
+        return pass(err, &ie);
+    }
+    *out = s;
+    return true;
+}
+
+void nextn_sampler_free(nextn_sampler *s) {
+    if (!s) return;
+    nx_sampler_free(s->s);
+    nx_dist_free(&s->dist);
+    free(s);
+}
+
+bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token, nextn_error *err) {
+    if (!logits) return fail(err, "sampler: logits row is NULL (were logits requested for that row?)");
+    nx_err ie;
+    return nx_sampler_sample(s->s, logits, token, &ie) || pass(err, &ie);
+}
+
+bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, float *probs, int32_t cap,
+                        int32_t *n_out, nextn_error *err) {
+    *n_out = 0;
+    if (!logits) return fail(err, "sampler: logits row is NULL (were logits requested for that row?)");
+    if (!ids || !probs) return fail(err, "sampler: ids and probs must not be NULL");
+    nx_err ie;
+    if (!nx_sampler_dist(s->s, logits, &s->dist, &ie)) return pass(err, &ie);
+    *n_out = s->dist.n;
+    if (cap < s->dist.n) {
+        if (err) snprintf(err->msg, sizeof err->msg, "sampler: %d entries do not fit in a buffer of %d", s->dist.n, cap);
+        return false;
+    }
+    memcpy(ids, s->dist.ids, (size_t)s->dist.n * sizeof *ids);
+    memcpy(probs, s->dist.probs, (size_t)s->dist.n * sizeof *probs);
+    return true;
+}
+
+bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err) {
+    nx_err ie;
+    return nx_sampler_accept(s->s, token, &ie) || pass(err, &ie);
+}
+
+void nextn_sampler_reset(nextn_sampler *s) { nx_sampler_reset(s->s); }

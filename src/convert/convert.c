@@ -1,0 +1,795 @@
+/* convert.c - HF Qwen3.5 checkpoint -> GGUF (see convert.h for the transformations).
+ *
+ * Flow: read config.json into cv_hp; open the safetensors; load the vocabulary (hf_tokenizer);
+ * walk the tensors in checkpoint order, mapping each HF name to its GGUF name and a "recipe"
+ * (value op, V-head permutation, output type) while checking its shape against the config;
+ * check that every tensor the model needs is there; then hand the keys and the tensor list to
+ * the GGUF writer, whose fill callback produces each tensor from the mmapped source row by row.
+ */
+#include "convert/convert.h"
+#include "convert/convert_kernels.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nextn_internal.h"
+#include "convert/hf_tokenizer.h"
+#include "convert/safetensors.h"
+
+#define CV_MAX_NAME 96
+
+/* ---- hyper-parameters from config.json ----------------------------------------------------- */
+
+typedef struct cv_hp {
+    uint32_t L, E, F, H, Hkv, D, R, Hk, Hv, dk, dv, Kc, interval, n_mtp, n_ctx;
+    bool has_F, has_Hkv, has_ctx, has_theta, has_sections, tied;
+    float eps, theta;
+    int32_t sections[4];
+} cv_hp;
+
+/* Lookup in the merged config: text_config's value wins over the top level (llama.cpp does
+ * `{**config, **config["text_config"]}`). */
+static const cJSON *cfg_item(const cJSON *root, const cJSON *text, const char *key) {
+    const cJSON *v = text ? cJSON_GetObjectItemCaseSensitive(text, key) : NULL;
+    return v ? v : cJSON_GetObjectItemCaseSensitive(root, key);
+}
+
+static bool cfg_u32(const cJSON *root, const cJSON *text, const char *path, const char *key, bool required,
+                    uint32_t *out, bool *present, nx_err *err) {
+    const cJSON *v = cfg_item(root, text, key);
+    if (present) *present = false;
+    if (!v || cJSON_IsNull(v)) {
+        if (required) return nx_fail(err, "%s: missing required key '%s'", path, key);
+        return true;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 4294967295.0 ||
+        floor(v->valuedouble) != v->valuedouble)
+        return nx_fail(err, "%s: '%s' must be a non-negative integer below 2^32", path, key);
+    *out = (uint32_t)v->valuedouble;
+    if (present) *present = true;
+    return true;
+}
+
+static char *read_small_file(const char *path, nx_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { nx_fail(err, "%s: cannot open", path); return NULL; }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0 || n > (64L << 20)) { fclose(f); nx_fail(err, "%s: unreadable or larger than 64 MiB", path); return NULL; }
+    char *buf = nx_malloc((size_t)n + 1, path, err);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; nx_fail(err, "%s: read error", path); }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+static bool load_hparams(const char *cfg_path, cv_hp *hp, nx_err *err) {
+    memset(hp, 0, sizeof *hp);
+    char *text = read_small_file(cfg_path, err);
+    if (!text) return false;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return nx_fail(err, "%s: not a valid JSON object", cfg_path);
+    }
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (tc && !cJSON_IsObject(tc)) tc = NULL;
+    bool ok = true;
+    /* Architecture: dense Qwen3.5 only (the MoE variant is a later issue). */
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const char *arch = cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0))
+                           ? cJSON_GetArrayItem(archs, 0)->valuestring : NULL;
+    if (!arch) {
+        ok = nx_fail(err, "%s: missing 'architectures'", cfg_path);
+    } else if (strcmp(arch, "Qwen3_5ForCausalLM") && strcmp(arch, "Qwen3_5ForConditionalGeneration")) {
+        ok = nx_fail(err, "%s: architecture '%s' is not supported (Qwen3_5ForCausalLM, "
+                     "Qwen3_5ForConditionalGeneration)", cfg_path, arch);
+    }
+    bool has_hd = false, has_vocab = false, has_mtp = false;
+    uint32_t vocab = 0;
+    ok = ok && cfg_u32(root, tc, cfg_path, "num_hidden_layers", true, &hp->L, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "hidden_size", true, &hp->E, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "intermediate_size", true, &hp->F, &hp->has_F, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "num_attention_heads", true, &hp->H, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "num_key_value_heads", false, &hp->Hkv, &hp->has_Hkv, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "head_dim", false, &hp->D, &has_hd, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "linear_conv_kernel_dim", true, &hp->Kc, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "linear_key_head_dim", true, &hp->dk, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "linear_value_head_dim", true, &hp->dv, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "linear_num_key_heads", true, &hp->Hk, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "linear_num_value_heads", true, &hp->Hv, NULL, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "max_position_embeddings", false, &hp->n_ctx, &hp->has_ctx, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "vocab_size", false, &vocab, &has_vocab, err);
+    ok = ok && cfg_u32(root, tc, cfg_path, "mtp_num_hidden_layers", false, &hp->n_mtp, &has_mtp, err);
+    hp->interval = 4;
+    ok = ok && cfg_u32(root, tc, cfg_path, "full_attention_interval", false, &hp->interval, NULL, err);
+    if (ok) {
+        const cJSON *eps = cfg_item(root, tc, "rms_norm_eps");
+        if (!cJSON_IsNumber(eps)) ok = nx_fail(err, "%s: missing required number 'rms_norm_eps'", cfg_path);
+        else hp->eps = (float)eps->valuedouble;
+    }
+    if (ok && (hp->E == 0 || hp->H == 0 || hp->L == 0 || hp->Hk == 0 || hp->Hv == 0 || hp->dk == 0 || hp->Kc == 0 ||
+               hp->interval == 0))
+        ok = nx_fail(err, "%s: hidden_size, num_attention_heads, num_hidden_layers, linear_* sizes and "
+                     "full_attention_interval must be positive", cfg_path);
+    if (ok && !has_hd) {
+        if (hp->E % hp->H) ok = nx_fail(err, "%s: no head_dim and hidden_size %% num_attention_heads != 0", cfg_path);
+        hp->D = hp->H ? hp->E / hp->H : 0;
+    }
+    if (ok && !hp->has_Hkv) hp->Hkv = hp->H;
+    if (ok && (hp->Hkv == 0 || hp->H % hp->Hkv))
+        ok = nx_fail(err, "%s: num_attention_heads %u is not a multiple of num_key_value_heads %u", cfg_path, hp->H, hp->Hkv);
+    if (ok && hp->Hv % hp->Hk)
+        ok = nx_fail(err, "%s: linear_num_value_heads %u is not a multiple of linear_num_key_heads %u", cfg_path,
+                     hp->Hv, hp->Hk);
+    if (ok && hp->dk != hp->dv)
+        ok = nx_fail(err, "%s: linear_key_head_dim %u != linear_value_head_dim %u (llama.cpp's qwen35 needs them equal)",
+                     cfg_path, hp->dk, hp->dv);
+    /* rope: rope_parameters (or rope_scaling), with top-level rope_theta / partial_rotary_factor
+     * mirrored in when absent - as llama.cpp's TextModel does. */
+    const cJSON *rp = cfg_item(root, tc, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = cfg_item(root, tc, "rope_scaling");
+    if (!cJSON_IsObject(rp)) rp = NULL;
+    const cJSON *theta = rp ? cJSON_GetObjectItemCaseSensitive(rp, "rope_theta") : NULL;
+    if (!theta) theta = cfg_item(root, tc, "rope_theta");
+    if (cJSON_IsNumber(theta)) { hp->has_theta = true; hp->theta = (float)theta->valuedouble; }
+    const cJSON *prf = rp ? cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor") : NULL;
+    if (!prf) prf = cfg_item(root, tc, "partial_rotary_factor");
+    double factor = cJSON_IsNumber(prf) ? prf->valuedouble : 0.25;
+    hp->R = (uint32_t)(hp->D * factor);           /* python int() truncates */
+    const cJSON *sec = rp ? cJSON_GetObjectItemCaseSensitive(rp, "mrope_section") : NULL;
+    if (ok && sec) {
+        int n = cJSON_GetArraySize(sec);
+        if (!cJSON_IsArray(sec) || n > 4) {
+            ok = nx_fail(err, "%s: rope mrope_section must be an array of at most 4 integers", cfg_path);
+        } else {
+            hp->has_sections = true;
+            for (int i = 0; i < 4; i++) {
+                const cJSON *e = i < n ? cJSON_GetArrayItem(sec, i) : NULL;
+                if (e && !cJSON_IsNumber(e)) { ok = nx_fail(err, "%s: mrope_section[%d] is not a number", cfg_path, i); break; }
+                hp->sections[i] = e ? (int32_t)e->valuedouble : 0;
+            }
+        }
+    }
+    const cJSON *tie = cfg_item(root, tc, "tie_word_embeddings");
+    hp->tied = cJSON_IsTrue(tie);
+    /* layer_types, when given, must agree with the interval rule llama.cpp's qwen35 applies. */
+    const cJSON *lt = cfg_item(root, tc, "layer_types");
+    if (ok && cJSON_IsArray(lt)) {
+        if ((uint32_t)cJSON_GetArraySize(lt) != hp->L)
+            ok = nx_fail(err, "%s: layer_types has %d entries, num_hidden_layers is %u", cfg_path,
+                         cJSON_GetArraySize(lt), hp->L);
+        for (uint32_t i = 0; ok && i < hp->L; i++) {
+            const cJSON *e = cJSON_GetArrayItem(lt, (int)i);
+            bool attn = (i + 1) % hp->interval == 0;
+            if (!cJSON_IsString(e) || strcmp(e->valuestring, attn ? "full_attention" : "linear_attention"))
+                ok = nx_fail(err, "%s: layer_types[%u] disagrees with full_attention_interval %u (llama.cpp's qwen35 "
+                             "uses the interval rule: layer i is full attention iff (i+1) %% %u == 0)",
+                             cfg_path, i, hp->interval, hp->interval);
+        }
+    }
+    (void)vocab;
+    cJSON_Delete(root);
+    return ok;
+}
+
+/* ---- tensor recipes -------------------------------------------------------------------- */
+
+typedef enum { OP_NONE, OP_PLUS_ONE, OP_NEG_EXP } cv_op;
+
+/* Expected HF shapes, in terms of the config. */
+typedef enum {
+    S_E, S_D, S_DV, S_HV, S_VE, S_QG, S_KV, S_O, S_QKV, S_Z, S_HVE, S_CONV, S_OUTP, S_FE, S_EF, S_EH
+} cv_shape;
+
+typedef enum { K_ANY, K_ATTN, K_GDN, K_NEXTN } cv_kind;
+typedef enum { P_NONE, P_ROWS_V, P_ROWS_ALL, P_COLS } cv_perm;
+
+typedef struct cv_rule {
+    const char *hf;        /* suffix after "model.layers.N." */
+    const char *gguf;      /* suffix after "blk.N." */
+    cv_kind kind;
+    cv_shape shape;
+    cv_op op;
+    cv_perm perm;
+    uint32_t head_rows;    /* 0 = dv, else this many rows/columns per value head */
+} cv_rule;
+
+static const cv_rule layer_rules[] = {
+    {"input_layernorm.weight",          "attn_norm.weight",           K_ANY,   S_E,    OP_PLUS_ONE, P_NONE, 0},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", K_ANY,   S_E,    OP_PLUS_ONE, P_NONE, 0},
+    {"mlp.gate_proj.weight",            "ffn_gate.weight",            K_ANY,   S_FE,   OP_NONE,     P_NONE, 0},
+    {"mlp.up_proj.weight",              "ffn_up.weight",              K_ANY,   S_FE,   OP_NONE,     P_NONE, 0},
+    {"mlp.down_proj.weight",            "ffn_down.weight",            K_ANY,   S_EF,   OP_NONE,     P_NONE, 0},
+    {"self_attn.q_proj.weight",         "attn_q.weight",              K_ATTN,  S_QG,   OP_NONE,     P_NONE, 0},
+    {"self_attn.k_proj.weight",         "attn_k.weight",              K_ATTN,  S_KV,   OP_NONE,     P_NONE, 0},
+    {"self_attn.v_proj.weight",         "attn_v.weight",              K_ATTN,  S_KV,   OP_NONE,     P_NONE, 0},
+    {"self_attn.o_proj.weight",         "attn_output.weight",         K_ATTN,  S_O,    OP_NONE,     P_NONE, 0},
+    {"self_attn.q_norm.weight",         "attn_q_norm.weight",         K_ATTN,  S_D,    OP_PLUS_ONE, P_NONE, 0},
+    {"self_attn.k_norm.weight",         "attn_k_norm.weight",         K_ATTN,  S_D,    OP_PLUS_ONE, P_NONE, 0},
+    {"linear_attn.in_proj_qkv.weight",  "attn_qkv.weight",            K_GDN,   S_QKV,  OP_NONE,     P_ROWS_V, 0},
+    {"linear_attn.in_proj_z.weight",    "attn_gate.weight",           K_GDN,   S_Z,    OP_NONE,     P_ROWS_ALL, 0},
+    {"linear_attn.in_proj_b.weight",    "ssm_beta.weight",            K_GDN,   S_HVE,  OP_NONE,     P_ROWS_ALL, 1},
+    {"linear_attn.in_proj_a.weight",    "ssm_alpha.weight",           K_GDN,   S_HVE,  OP_NONE,     P_ROWS_ALL, 1},
+    {"linear_attn.conv1d.weight",       "ssm_conv1d.weight",          K_GDN,   S_CONV, OP_NONE,     P_ROWS_V, 0},
+    {"linear_attn.dt_bias",             "ssm_dt.bias",                K_GDN,   S_HV,   OP_NONE,     P_COLS, 1},
+    {"linear_attn.A_log",               "ssm_a",                      K_GDN,   S_HV,   OP_NEG_EXP,  P_COLS, 1},
+    {"linear_attn.norm.weight",         "ssm_norm.weight",            K_GDN,   S_DV,   OP_NONE,     P_NONE, 0},
+    {"linear_attn.out_proj.weight",     "ssm_out.weight",             K_GDN,   S_OUTP, OP_NONE,     P_COLS, 0},
+    {"eh_proj.weight",                  "nextn.eh_proj.weight",       K_NEXTN, S_EH,   OP_NONE,     P_NONE, 0},
+    {"enorm.weight",                    "nextn.enorm.weight",         K_NEXTN, S_E,    OP_PLUS_ONE, P_NONE, 0},
+    {"hnorm.weight",                    "nextn.hnorm.weight",         K_NEXTN, S_E,    OP_PLUS_ONE, P_NONE, 0},
+    {"shared_head.norm.weight",         "nextn.shared_head_norm.weight", K_NEXTN, S_E, OP_PLUS_ONE, P_NONE, 0},
+};
+#define N_RULES (sizeof layer_rules / sizeof layer_rules[0])
+
+typedef struct cv_job cv_job;
+
+typedef struct cv_tensor {
+    cv_job *job;
+    const nx_st_tensor *src;
+    char name[CV_MAX_NAME];     /* GGUF name */
+    char hf[CV_MAX_NAME * 2];   /* HF name after prefix stripping / MTP remapping (messages) */
+    uint32_t type;              /* output ggml type */
+    uint32_t n_dims;
+    uint64_t ne[NX_GGUF_MAX_DIMS];
+    uint64_t rows, cols;        /* cols = ne[0] */
+    cv_op op;
+    bool round_f16;             /* F16 source: the op's result is rounded to F16 (llama.cpp does it in F16) */
+    cv_perm perm;
+    uint64_t perm_first, perm_hd; /* permuted range starts at row (or column) perm_first; hd per head */
+} cv_tensor;
+
+struct cv_job {
+    const cv_hp *hp;
+    cv_tensor *t;
+    size_t n_t;
+    float *scratch;             /* 2 x max cols */
+    uint64_t done, total;
+    const nx_convert_opts *opts;
+    nx_cv_f16_to_f32_fn f16_to_f32;   /* chosen once per run (SIMD when available) */
+    nx_cv_q8_0_fn q8_0;
+    const nx_safetensors *st;
+};
+
+/* Output head index -> source head index: tiled order (new j*Hk + g) from grouped (old g*r + j). */
+static uint64_t perm_src(const cv_hp *hp, uint64_t i, uint64_t first, uint64_t hd) {
+    if (i < first) return i;
+    uint64_t rel = i - first, head = rel / hd, off = rel % hd;
+    uint64_t r = hp->Hv / hp->Hk;
+    if (head >= hp->Hv) return i;
+    uint64_t src_head = (head % hp->Hk) * r + head / hp->Hk;
+    return first + src_head * hd + off;
+}
+
+static void report(cv_job *job, const cv_tensor *t) {
+    if (job->opts->progress) job->opts->progress(job->opts->progress_user, job->done, job->total, t->name);
+}
+
+static bool encode_row(const cv_job *job, uint32_t type, const float *x, void *dst, uint64_t n) {
+    switch (type) {
+    case NX_TYPE_Q8_0: job->q8_0(x, dst, n); return true;
+    case NX_TYPE_F32: memcpy(dst, x, n * 4); return true;
+    case NX_TYPE_F16: { uint16_t *d = dst; for (uint64_t i = 0; i < n; i++) d[i] = nx_f32_to_f16(x[i]); return true; }
+    case NX_TYPE_BF16: { uint16_t *d = dst; for (uint64_t i = 0; i < n; i++) d[i] = nx_f32_to_bf16(x[i]); return true; }
+    default: {
+        const nx_type_traits *tr = nx_type_get(type);
+        if (!tr || !tr->from_float) return false;
+        tr->from_float(x, dst, (int64_t)n);
+        return true;
+    }
+    }
+}
+
+/* GGUF writer fill callback: produces the whole output tensor into dst. */
+static bool fill_tensor(void *user, void *dst, uint64_t nbytes, nx_err *err) {
+    cv_tensor *t = user;
+    cv_job *job = t->job;
+    size_t row_bytes;
+    if (!nx_row_size(t->type, (int64_t)t->cols, &row_bytes, err)) return nx_fail_prefix(err, "%s", t->name);
+    if ((uint64_t)row_bytes * t->rows != nbytes)
+        return nx_fail(err, "%s: writer asks for %llu bytes, expected %llu", t->name, (unsigned long long)nbytes,
+                       (unsigned long long)((uint64_t)row_bytes * t->rows));
+    const nx_st_tensor *s = t->src;
+    nx_st_prefetch(job->st, s);
+    bool same = (s->dtype == NX_ST_F32 && t->type == NX_TYPE_F32) || (s->dtype == NX_ST_F16 && t->type == NX_TYPE_F16) ||
+                (s->dtype == NX_ST_BF16 && t->type == NX_TYPE_BF16);
+    if (same && t->op == OP_NONE && t->perm == P_NONE) {
+        /* Byte copy, in slices so the progress bar moves on big tensors. */
+        const uint8_t *src = s->data;
+        uint8_t *d = dst;
+        const uint64_t slice = 16u << 20;
+        for (uint64_t off = 0; off < nbytes; off += slice) {
+            uint64_t n = nbytes - off < slice ? nbytes - off : slice;
+            memcpy(d + off, src + off, n);
+            job->done += n;
+            report(job, t);
+        }
+        nx_st_release(job->st, s);
+        return true;
+    }
+    float *row = job->scratch, *tmp = job->scratch + t->cols;
+    uint64_t since = 0, src_row_bytes = t->cols * nx_st_dtype_size(s->dtype);
+    for (uint64_t r = 0; r < t->rows; r++) {
+        uint64_t sr = t->perm == P_ROWS_V || t->perm == P_ROWS_ALL ? perm_src(job->hp, r, t->perm_first, t->perm_hd) : r;
+        if (s->dtype == NX_ST_F16) /* (shape checked at open: sr * cols + cols <= n_elems) */
+            job->f16_to_f32((const uint8_t *)s->data + sr * src_row_bytes, row, t->cols);
+        else if (!nx_st_read_f32(s, sr * t->cols, t->cols, row, err))
+            return nx_fail_prefix(err, "%s", t->name);
+        if (t->perm == P_COLS) {
+            for (uint64_t c = 0; c < t->cols; c++) tmp[c] = row[perm_src(job->hp, c, t->perm_first, t->perm_hd)];
+            memcpy(row, tmp, t->cols * sizeof *row);
+        }
+        if (t->op != OP_NONE) {
+            for (uint64_t c = 0; c < t->cols; c++) {
+                float v = t->op == OP_PLUS_ONE ? row[c] + 1.0f : -expf(row[c]);
+                row[c] = t->round_f16 ? nx_f16_to_f32(nx_f32_to_f16(v)) : v;
+            }
+        }
+        if (!encode_row(job, t->type, row, (uint8_t *)dst + r * row_bytes, t->cols))
+            return nx_fail(err, "%s: cannot encode type %s", t->name, nx_type_name(t->type));
+        job->done += src_row_bytes;
+        since += src_row_bytes;
+        if (since >= (4u << 20) || r + 1 == t->rows) { report(job, t); since = 0; }
+    }
+    nx_st_release(job->st, s);
+    return true;
+}
+
+/* ---- mapping ----------------------------------------------------------------------------- */
+
+static bool is_attn_layer(const cv_hp *hp, uint32_t n) {
+    return n >= hp->L || (n + 1) % hp->interval == 0;  /* MTP blocks are full attention */
+}
+
+/* Expected PyTorch shape for a rule; returns n_dims. */
+static uint32_t expected_shape(const cv_hp *hp, cv_shape s, uint32_t n_vocab, uint64_t *out) {
+    const uint64_t key_dim = (uint64_t)hp->Hk * hp->dk, value_dim = (uint64_t)hp->Hv * hp->dv;
+    switch (s) {
+    case S_E: out[0] = hp->E; return 1;
+    case S_D: out[0] = hp->D; return 1;
+    case S_DV: out[0] = hp->dv; return 1;
+    case S_HV: out[0] = hp->Hv; return 1;
+    case S_VE: out[0] = n_vocab; out[1] = hp->E; return 2;
+    case S_QG: out[0] = 2ull * hp->H * hp->D; out[1] = hp->E; return 2;
+    case S_KV: out[0] = (uint64_t)hp->Hkv * hp->D; out[1] = hp->E; return 2;
+    case S_O: out[0] = hp->E; out[1] = (uint64_t)hp->H * hp->D; return 2;
+    case S_QKV: out[0] = 2 * key_dim + value_dim; out[1] = hp->E; return 2;
+    case S_Z: out[0] = value_dim; out[1] = hp->E; return 2;
+    case S_HVE: out[0] = hp->Hv; out[1] = hp->E; return 2;
+    case S_CONV: out[0] = 2 * key_dim + value_dim; out[1] = 1; out[2] = hp->Kc; return 3;
+    case S_OUTP: out[0] = hp->E; out[1] = value_dim; return 2;
+    case S_FE: out[0] = hp->F; out[1] = hp->E; return 2;
+    case S_EF: out[0] = hp->E; out[1] = hp->F; return 2;
+    case S_EH: out[0] = hp->E; out[1] = 2ull * hp->E; return 2;
+    }
+    return 0;
+}
+
+static void fmt_shape(char *buf, size_t cap, uint32_t nd, const uint64_t *s) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (uint32_t i = 0; i < nd && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%llu", i ? ", " : "", (unsigned long long)s[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+static bool check_shape(const nx_st_tensor *src, const char *hf, uint32_t nd, const uint64_t *want, nx_err *err) {
+    bool ok = src->n_dims == nd;
+    for (uint32_t i = 0; ok && i < nd; i++) ok = src->shape[i] == want[i];
+    if (ok) return true;
+    char a[128], b[128];
+    fmt_shape(a, sizeof a, src->n_dims, src->shape);
+    fmt_shape(b, sizeof b, nd, want);
+    return nx_fail(err, "tensor '%s' has shape %s but config.json implies %s", hf, a, b);
+}
+
+/* Normalises an HF name like llama.cpp's filters.  Returns false with *keep = false to skip. */
+static bool normalise_name(const char *in, const cv_hp *hp, nx_convert_mtp mtp, char *out, size_t cap, bool *keep,
+                           nx_err *err) {
+    *keep = false;
+    /* multimodal towers and buffers llama.cpp drops */
+    if (!strncmp(in, "mlp", 3) || strstr(in, "visual.") || strstr(in, "vision") || strstr(in, "audio") ||
+        strstr(in, "merger.") || strstr(in, "projector.") || strstr(in, "patch_embed"))
+        return true;
+    /* remove every "language_model." (model.language_model.X -> model.X) */
+    char buf[512];
+    size_t k = 0;
+    for (const char *p = in; *p && k + 1 < sizeof buf;) {
+        if (!strncmp(p, "language_model.", 15)) { p += 15; continue; }
+        buf[k++] = *p++;
+    }
+    buf[k] = 0;
+    const char *n = buf;
+    if (!strncmp(n, "model.mtp.", 10)) n += 6;
+    static const char *const drop_suffix[] = {".rotary_emb.inv_freq", ".attention.masked_bias", ".attention.bias"};
+    for (size_t i = 0; i < NX_ARRAY_LEN(drop_suffix); i++) {
+        size_t ls = strlen(drop_suffix[i]), ln = strlen(n);
+        if (ln >= ls && !strcmp(n + ln - ls, drop_suffix[i])) return true;
+    }
+    if (!strncmp(n, "mtp.", 4)) {
+        if (mtp == NX_CONVERT_MTP_DROP) return true;
+        const char *rest = n + 4;
+        unsigned idx;
+        int used = 0;
+        static const char *const glue[][2] = {{"fc.", "eh_proj."}, {"pre_fc_norm_embedding.", "enorm."},
+                                              {"pre_fc_norm_hidden.", "hnorm."}, {"norm.", "shared_head.norm."}};
+        if (sscanf(rest, "layers.%u.%n", &idx, &used) == 1 && used > 0) {
+            snprintf(out, cap, "model.layers.%u.%s", hp->L + idx, rest + used);
+            *keep = true;
+            return true;
+        }
+        for (size_t i = 0; i < NX_ARRAY_LEN(glue); i++) {
+            size_t lg = strlen(glue[i][0]);
+            if (!strncmp(rest, glue[i][0], lg)) {
+                snprintf(out, cap, "model.layers.%u.%s%s", hp->L, glue[i][1], rest + lg);
+                *keep = true;
+                return true;
+            }
+        }
+        return nx_fail(err, "cannot map MTP tensor '%s'", in);
+    }
+    if (mtp == NX_CONVERT_MTP_ONLY && strcmp(n, "model.embed_tokens.weight") && strcmp(n, "model.norm.weight") &&
+        strcmp(n, "lm_head.weight") && strcmp(n, "embed_tokens.weight") && strcmp(n, "norm.weight"))
+        return true;
+    if (strlen(n) + 1 > cap) return nx_fail(err, "tensor name '%s' too long", in);
+    memcpy(out, n, strlen(n) + 1);
+    *keep = true;
+    return true;
+}
+
+/* Fills t (name, rule data, shape check) for a normalised HF name. */
+static bool map_tensor(const cv_hp *hp, uint32_t n_vocab, const char *hf, const nx_st_tensor *src, cv_tensor *t,
+                       const cv_rule **rule_out, uint32_t *layer_out, nx_err *err) {
+    uint64_t want[3];
+    uint32_t nd;
+    *rule_out = NULL;
+    *layer_out = UINT32_MAX;
+    snprintf(t->hf, sizeof t->hf, "%s", hf);
+    t->op = OP_NONE;
+    t->perm = P_NONE;
+    if (!strcmp(hf, "model.embed_tokens.weight") || !strcmp(hf, "embed_tokens.weight")) {
+        snprintf(t->name, sizeof t->name, "token_embd.weight");
+        nd = expected_shape(hp, S_VE, n_vocab, want);
+    } else if (!strcmp(hf, "model.norm.weight") || !strcmp(hf, "norm.weight")) {
+        snprintf(t->name, sizeof t->name, "output_norm.weight");
+        t->op = OP_PLUS_ONE;
+        nd = expected_shape(hp, S_E, n_vocab, want);
+    } else if (!strcmp(hf, "lm_head.weight")) {
+        snprintf(t->name, sizeof t->name, "output.weight");
+        nd = expected_shape(hp, S_VE, n_vocab, want);
+    } else {
+        unsigned layer;
+        int used = 0;
+        if (sscanf(hf, "model.layers.%u.%n", &layer, &used) != 1 || used == 0)
+            return nx_fail(err, "cannot map tensor '%s' (not a Qwen3.5 text-model tensor)", hf);
+        const char *suffix = hf + used;
+        const cv_rule *rule = NULL;
+        for (size_t i = 0; i < N_RULES && !rule; i++)
+            if (!strcmp(suffix, layer_rules[i].hf)) rule = &layer_rules[i];
+        if (!rule) return nx_fail(err, "cannot map tensor '%s' (unknown layer tensor '%s')", hf, suffix);
+        if (layer >= hp->L + hp->n_mtp)
+            return nx_fail(err, "tensor '%s': layer %u beyond num_hidden_layers %u + MTP layers %u", hf, layer, hp->L,
+                           hp->n_mtp);
+        bool attn = is_attn_layer(hp, layer);
+        if ((rule->kind == K_ATTN && !attn) || (rule->kind == K_GDN && attn) || (rule->kind == K_NEXTN && layer != hp->L))
+            return nx_fail(err, "tensor '%s' does not belong in layer %u (a %s layer)", hf, layer,
+                           layer >= hp->L ? "MTP" : attn ? "full-attention" : "linear-attention");
+        snprintf(t->name, sizeof t->name, "blk.%u.%s", layer, rule->gguf);
+        t->op = rule->op;
+        if (hp->Hk != hp->Hv && rule->perm != P_NONE) {
+            t->perm = rule->perm;
+            t->perm_hd = rule->head_rows ? rule->head_rows : hp->dv;
+            t->perm_first = rule->perm == P_ROWS_V ? 2ull * hp->Hk * hp->dk : 0;
+        }
+        nd = expected_shape(hp, rule->shape, n_vocab, want);
+        *rule_out = rule;
+        *layer_out = layer;
+    }
+    if (!check_shape(src, hf, nd, want, err)) return false;
+    t->src = src;
+    /* GGUF dims: PyTorch order reversed, with conv1d's middle 1 squeezed away. */
+    uint64_t dims[3];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nd; i++)
+        if (!(*rule_out && (*rule_out)->shape == S_CONV && i == 1)) dims[k++] = want[i];
+    t->n_dims = k;
+    for (uint32_t i = 0; i < NX_GGUF_MAX_DIMS; i++) t->ne[i] = 1;
+    for (uint32_t i = 0; i < k; i++) t->ne[i] = dims[k - 1 - i];
+    t->cols = t->ne[0];
+    t->rows = k > 1 ? t->ne[1] : 1;
+    t->round_f16 = src->dtype == NX_ST_F16 && t->op != OP_NONE;
+    if (src->dtype != NX_ST_F32 && src->dtype != NX_ST_F16 && src->dtype != NX_ST_BF16)
+        return nx_fail(err, "tensor '%s': dtype %s is not supported (F32, F16, BF16)", hf, nx_st_dtype_name(src->dtype));
+    return true;
+}
+
+/* Output type, following llama.cpp's prepare_tensors rules. */
+static uint32_t output_type(const cv_tensor *t, uint32_t requested) {
+    size_t ln = strlen(t->name);
+    bool ends_weight = ln >= 7 && !strcmp(t->name + ln - 7, ".weight");
+    bool norm = ln >= 12 && !strcmp(t->name + ln - 12, "_norm.weight");
+    if (t->n_dims <= 1 || norm || strstr(t->name, "ssm_conv1d") || !ends_weight) return NX_TYPE_F32;
+    if (requested == NX_TYPE_Q8_0 && t->cols % 32) return NX_TYPE_F16; /* llama.cpp: QuantError -> F16 */
+    return requested;
+}
+
+/* ---- required tensors ------------------------------------------------------------------ */
+
+static int cmp_cv_name(const void *a, const void *b) {
+    return strcmp((*(const cv_tensor *const *)a)->name, (*(const cv_tensor *const *)b)->name);
+}
+
+static bool has_name(const cv_tensor *const *sorted, size_t n, const char *name) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(sorted[mid]->name, name);
+        if (c == 0) return true;
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return false;
+}
+
+/* sorted: the mapped tensors ordered by GGUF name. */
+static bool check_complete(const cv_hp *hp, const cv_tensor *const *sorted, size_t n, nx_convert_mtp mtp,
+                           bool with_mtp, nx_err *err) {
+    char name[CV_MAX_NAME];
+    const bool trunk = mtp != NX_CONVERT_MTP_ONLY;
+#define NEED(...) do { snprintf(name, sizeof name, __VA_ARGS__); \
+        if (!has_name(sorted, n, name)) return nx_fail(err, "checkpoint lacks the tensor for '%s'", name); } while (0)
+    NEED("token_embd.weight");
+    NEED("output_norm.weight");
+    if (!hp->tied) NEED("output.weight");
+    uint32_t last = with_mtp ? hp->L + hp->n_mtp : hp->L;
+    for (uint32_t l = trunk ? 0 : hp->L; l < last; l++) {
+        for (size_t r = 0; r < N_RULES; r++) {
+            const cv_rule *rule = &layer_rules[r];
+            bool attn = is_attn_layer(hp, l);
+            if ((rule->kind == K_ATTN && !attn) || (rule->kind == K_GDN && attn)) continue;
+            if (rule->kind == K_NEXTN && l != hp->L) continue;
+            NEED("blk.%u.%s", l, rule->gguf);
+        }
+    }
+#undef NEED
+    return true;
+}
+
+/* ---- keys ------------------------------------------------------------------------------ */
+
+static uint32_t file_type_of(uint32_t t) {
+    switch (t) {
+    case NX_TYPE_F32: return 0;   /* LlamaFileType.ALL_F32 */
+    case NX_TYPE_F16: return 1;   /* MOSTLY_F16 */
+    case NX_TYPE_Q8_0: return 7;  /* MOSTLY_Q8_0 */
+    case NX_TYPE_BF16: return 32; /* MOSTLY_BF16 */
+    default: return 1;
+    }
+}
+
+/* gguf-py's model_weight_count_rounded_notation(n, min_digits=2): "291K", "0.8B", "27B". */
+static void size_label(uint64_t n, char *out, size_t cap) {
+    double v;
+    const char *suffix;
+    if (n > 1e12) { v = (double)n * 1e-12; suffix = "T"; }
+    else if (n > 1e9) { v = (double)n * 1e-9; suffix = "B"; }
+    else if (n > 1e6) { v = (double)n * 1e-6; suffix = "M"; }
+    else { v = (double)n * 1e-3; suffix = "K"; }
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", nearbyint(v)); /* Python round(): ties to even */
+    const char *d = digits;
+    while (*d == '0') d++;                                  /* str(...).lstrip('0') */
+    int fix = 2 - (int)strlen(d);
+    snprintf(out, cap, "%.*f%s", fix > 0 ? fix : 0, v, suffix);
+}
+
+/* gguf-py's Metadata.id_to_title on a folder name: '-' -> ' ', and every all-lowercase word
+ * that is not a version ("v1.2") or starts with a digit is title-cased ("hf-qwen35-a" ->
+ * "Hf Qwen35 A").  ASCII only (Python's title() also handles other scripts). */
+static void id_to_title(const char *id, char *out, size_t cap) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", id);
+    for (char *p = tmp; *p; p++) if (*p == '-') *p = ' ';
+    size_t k = 0;
+    out[0] = 0;
+    for (char *w = strtok(tmp, " \t"); w && k + 1 < cap; w = strtok(NULL, " \t")) {
+        bool has_lower = false, has_upper = false;
+        for (const char *c = w; *c; c++) { has_lower |= *c >= 'a' && *c <= 'z'; has_upper |= *c >= 'A' && *c <= 'Z'; }
+        bool version = (w[0] >= '0' && w[0] <= '9');
+        if (w[0] == 'v' && w[1] >= '0' && w[1] <= '9') {
+            version = true;
+            for (const char *c = w + 1; *c; c++) if (!((*c >= '0' && *c <= '9') || *c == '.')) version = false;
+        }
+        if (k) out[k++] = ' ';
+        bool prev_letter = false;
+        for (const char *c = w; *c && k + 1 < cap; c++) {
+            char ch = *c;
+            bool letter = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+            if (has_lower && !has_upper && !version && letter) ch = prev_letter ? ch : (char)(ch - 'a' + 'A');
+            prev_letter = letter;
+            out[k++] = ch;
+        }
+        out[k] = 0;
+    }
+}
+
+static bool add_keys(nx_gguf_writer *w, const cv_hp *hp, const char *name, uint64_t n_params, uint32_t block_count,
+                     bool nextn, uint32_t out_type, nx_err *err) {
+    char label[32];
+    size_label(n_params, label, sizeof label);
+    bool ok = true;
+#define A(call) ok = ok && (call)
+    /* Order as llama.cpp writes them: architecture, general.*, TextModel parameters, MTP,
+     * Qwen3Next SSM keys, rope dims, quantization version, then the tokenizer. */
+    A(nx_gguf_add_str(w, "general.architecture", "qwen35", err));
+    A(nx_gguf_add_str(w, "general.type", "model", err));
+    A(nx_gguf_add_str(w, "general.name", name, err));
+    A(nx_gguf_add_str(w, "general.size_label", label, err));
+    A(nx_gguf_add_u32(w, "qwen35.block_count", block_count, err));
+    if (hp->has_ctx) A(nx_gguf_add_u32(w, "qwen35.context_length", hp->n_ctx, err));
+    A(nx_gguf_add_u32(w, "qwen35.embedding_length", hp->E, err));
+    if (hp->has_F) A(nx_gguf_add_u32(w, "qwen35.feed_forward_length", hp->F, err));
+    A(nx_gguf_add_u32(w, "qwen35.attention.head_count", hp->H, err));
+    if (hp->has_Hkv) A(nx_gguf_add_u32(w, "qwen35.attention.head_count_kv", hp->Hkv, err));
+    if (hp->has_sections) A(nx_gguf_add_arr(w, "qwen35.rope.dimension_sections", NX_GGUF_INT32, hp->sections, 4, err));
+    if (hp->has_theta) A(nx_gguf_add_f32(w, "qwen35.rope.freq_base", hp->theta, err));
+    A(nx_gguf_add_f32(w, "qwen35.attention.layer_norm_rms_epsilon", hp->eps, err));
+    A(nx_gguf_add_u32(w, "qwen35.attention.key_length", hp->D, err));
+    A(nx_gguf_add_u32(w, "qwen35.attention.value_length", hp->D, err));
+    A(nx_gguf_add_u32(w, "general.file_type", file_type_of(out_type), err));
+    if (nextn) A(nx_gguf_add_u32(w, "qwen35.nextn_predict_layers", block_count - hp->L, err));
+    A(nx_gguf_add_u32(w, "qwen35.ssm.conv_kernel", hp->Kc, err));
+    A(nx_gguf_add_u32(w, "qwen35.ssm.state_size", hp->dk, err));
+    A(nx_gguf_add_u32(w, "qwen35.ssm.group_count", hp->Hk, err));
+    A(nx_gguf_add_u32(w, "qwen35.ssm.time_step_rank", hp->Hv, err));
+    A(nx_gguf_add_u32(w, "qwen35.ssm.inner_size", hp->dv * hp->Hv, err));
+    A(nx_gguf_add_u32(w, "qwen35.full_attention_interval", hp->interval, err));
+    A(nx_gguf_add_u32(w, "qwen35.rope.dimension_count", hp->R, err));
+    if (!hp->has_sections) {
+        static const int32_t def[4] = {11, 11, 10, 0};
+        A(nx_gguf_add_arr(w, "qwen35.rope.dimension_sections", NX_GGUF_INT32, def, 4, err));
+    }
+    A(nx_gguf_add_u32(w, "general.quantization_version", 2, err));
+#undef A
+    return ok;
+}
+
+/* ---- driver ---------------------------------------------------------------------------- */
+
+static void path_join(char *out, size_t cap, const char *dir, const char *file) {
+    snprintf(out, cap, "%s/%s", dir, file);
+}
+
+static const char *base_name(const char *dir, char *buf, size_t cap) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t s = n;
+    while (s > 0 && dir[s - 1] != '/') s--;
+    snprintf(buf, cap, "%.*s", (int)(n - s), dir + s);
+    return buf;
+}
+
+bool nx_convert_hf(const char *hf_dir, const char *out_path, const nx_convert_opts *opts, nx_err *err) {
+    if (opts->out_type != NX_TYPE_F32 && opts->out_type != NX_TYPE_F16 && opts->out_type != NX_TYPE_BF16 &&
+        opts->out_type != NX_TYPE_Q8_0)
+        return nx_fail(err, "output type %s not supported by convert (f32, f16, bf16, q8_0)", nx_type_name(opts->out_type));
+    char path[4096], path2[4096], path3[4096];
+    cv_hp hp;
+    path_join(path, sizeof path, hf_dir, "config.json");
+    if (!load_hparams(path, &hp, err)) return false;
+
+    nx_safetensors *st = NULL;
+    nx_hf_vocab vocab;
+    memset(&vocab, 0, sizeof vocab);
+    bool vocab_loaded = false;
+    cv_tensor *ts = NULL;
+    nx_gguf_writer *w = NULL;
+    cv_job job;
+    memset(&job, 0, sizeof job);
+    bool ok = nx_st_open_dir(&st, hf_dir, err);
+
+    /* MTP layers: from the config, or counted from mtp.layers.K.* names when it says 0. */
+    uint32_t n_mtp_tensors = 0;
+    for (uint64_t i = 0; ok && i < nx_st_count(st); i++) {
+        const char *nm = nx_st_get(st, i)->name;
+        unsigned k;
+        if (!strncmp(nm, "model.mtp.", 10)) nm += 6;
+        if (sscanf(nm, "mtp.layers.%u.", &k) == 1 && k + 1 > n_mtp_tensors) n_mtp_tensors = k + 1;
+    }
+    if (ok && hp.n_mtp == 0) hp.n_mtp = n_mtp_tensors;
+    if (ok && hp.n_mtp > 0 && n_mtp_tensors == 0)
+        ok = nx_fail(err, "%s: config.json declares mtp_num_hidden_layers %u but the checkpoint has no mtp.layers.* "
+                     "tensors", hf_dir, hp.n_mtp);
+    bool with_mtp = ok && hp.n_mtp > 0 && opts->mtp != NX_CONVERT_MTP_DROP;
+    if (ok && opts->mtp == NX_CONVERT_MTP_ONLY && !with_mtp)
+        ok = nx_fail(err, "%s: --mtp asks for the MTP head but the checkpoint has none", hf_dir);
+
+    if (ok) {
+        path_join(path, sizeof path, hf_dir, "tokenizer.json");
+        path_join(path2, sizeof path2, hf_dir, "tokenizer_config.json");
+        path_join(path3, sizeof path3, hf_dir, "config.json");
+        ok = nx_hf_vocab_load(&vocab, path, access(path2, F_OK) == 0 ? path2 : NULL, path3, err);
+        vocab_loaded = ok;
+    }
+
+    /* Map every tensor. */
+    size_t n_t = 0;
+    if (ok) {
+        ts = nx_calloc(nx_st_count(st) ? nx_st_count(st) : 1, sizeof *ts, "tensor list", err);
+        ok = ts != NULL;
+    }
+    uint64_t max_cols = 1;
+    for (uint64_t i = 0; ok && i < nx_st_count(st); i++) {
+        const nx_st_tensor *src = nx_st_get(st, i);
+        char hf[CV_MAX_NAME * 2];
+        bool keep;
+        ok = normalise_name(src->name, &hp, opts->mtp, hf, sizeof hf, &keep, err);
+        if (!ok || !keep) continue;
+        const cv_rule *rule;
+        uint32_t layer;
+        cv_tensor *t = &ts[n_t];
+        ok = map_tensor(&hp, vocab.n_tokens, hf, src, t, &rule, &layer, err);
+        if (!ok) break;
+        t->type = output_type(t, opts->out_type);
+        t->job = &job;
+        if (t->cols > max_cols) max_cols = t->cols;
+        job.total += src->nbytes;
+        n_t++;
+    }
+    /* Names sorted once: duplicates (two HF names mapping to one GGUF name) and the required
+     * set are then checked by neighbour comparison and binary search. */
+    const cv_tensor **by_name = ok ? nx_calloc(n_t ? n_t : 1, sizeof *by_name, "tensor index", err) : NULL;
+    if (ok && !by_name) ok = false;
+    if (ok) {
+        for (size_t i = 0; i < n_t; i++) by_name[i] = &ts[i];
+        qsort(by_name, n_t, sizeof *by_name, cmp_cv_name);
+        for (size_t i = 1; ok && i < n_t; i++)
+            if (!strcmp(by_name[i - 1]->name, by_name[i]->name))
+                ok = nx_fail(err, "tensors '%s' and '%s' both map to '%s'", by_name[i - 1]->hf, by_name[i]->hf,
+                             by_name[i]->name);
+    }
+    ok = ok && check_complete(&hp, by_name, n_t, opts->mtp, with_mtp, err);
+    free(by_name);
+
+    if (ok) {
+        job.hp = &hp;
+        job.t = ts;
+        job.n_t = n_t;
+        job.opts = opts;
+        job.f16_to_f32 = nx_cv_f16_to_f32_best();
+        job.q8_0 = nx_cv_q8_0_best();
+        job.st = st;
+        job.scratch = nx_malloc(2 * max_cols * sizeof(float), "conversion scratch", err);
+        ok = job.scratch != NULL;
+    }
+    if (ok) {
+        w = nx_gguf_writer_new(err);
+        ok = w != NULL;
+    }
+    char nbuf[256], title[256];
+    const char *name = opts->name;
+    if (!name) {
+        id_to_title(base_name(hf_dir, nbuf, sizeof nbuf), title, sizeof title);
+        name = title;
+    }
+    uint64_t n_params = 0;
+    for (size_t i = 0; i < n_t; i++) n_params += ts[i].src->n_elems;
+    uint32_t block_count = hp.L + (with_mtp ? hp.n_mtp : 0);
+    ok = ok && add_keys(w, &hp, name, n_params, block_count, with_mtp, opts->out_type, err);
+    ok = ok && nx_hf_vocab_add_to_gguf(&vocab, w, err);
+    for (size_t i = 0; ok && i < n_t; i++)
+        ok = nx_gguf_add_tensor_fn(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].ne, fill_tensor, &ts[i], err);
+    ok = ok && nx_gguf_writer_write(w, out_path, err);
+
+    nx_gguf_writer_free(w);
+    free(job.scratch);
+    free(ts);
+    if (vocab_loaded) nx_hf_vocab_free(&vocab);
+    nx_st_close(st);
+    return ok;
+}

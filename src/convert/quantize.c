@@ -1,0 +1,295 @@
+/* quantize.c - GGUF re-quantisation (see quantize.h for the rules and their source). */
+#include "convert/quantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "convert/convert_kernels.h"
+#include "nextn_internal.h"
+
+static const nx_quant_mix mixes[] = {
+    /* name      llama_ftype  base type */
+    {"q8_0",     7,           NX_TYPE_Q8_0},
+    {"q4_0",     2,           NX_TYPE_Q4_0},
+    {"q5_0",     8,           NX_TYPE_Q5_0},
+    {"q6_k",     18,          NX_TYPE_Q6_K},
+    {"q4_k_m",   15,          NX_TYPE_Q4_K},
+};
+
+const nx_quant_mix *nx_quant_mix_find(const char *name) {
+    for (size_t i = 0; i < NX_ARRAY_LEN(mixes); i++)
+        if (!strcasecmp(name, mixes[i].name)) return &mixes[i];
+    return NULL;
+}
+
+const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q6_k, q4_k_m"; }
+
+/* ---- the rule tables ------------------------------------------------------------------------
+ * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
+ * can occur in qwen35 / qwen35moe files).  Besides these: < 2 dims, or a name not ending "weight". */
+static const char *const keep_substrings[] = {
+    "_norm.weight",         /* every RMSNorm weight */
+    "ffn_gate_inp.weight",  /* MoE router */
+    "ssm_conv1d",           /* depthwise conv kernel */
+};
+
+/* Tensor categories (llama.cpp's tensor_get_category, first match wins). */
+typedef enum { CAT_OUTPUT, CAT_TOKEN_EMBD, CAT_ATTN_QKV, CAT_ATTN_V, CAT_FFN_DOWN, CAT_OTHER } qcat;
+
+static qcat category(const char *name) {
+    if (!strcmp(name, "output.weight")) return CAT_OUTPUT;
+    if (!strcmp(name, "token_embd.weight")) return CAT_TOKEN_EMBD;
+    if (strstr(name, "attn_qkv.weight")) return CAT_ATTN_QKV;
+    if (strstr(name, "attn_v.weight")) return CAT_ATTN_V;
+    if (strstr(name, "ffn_down")) return CAT_FFN_DOWN;
+    return CAT_OTHER;
+}
+
+/* Bump table: which tensors of which mix get more bits (Q6_K), and when. */
+typedef enum { WHEN_ALWAYS, WHEN_MORE_BITS_ATTN_V, WHEN_MORE_BITS_FFN_DOWN } qwhen;
+static const struct {
+    uint32_t mix_base;      /* 0 = any mix */
+    qcat cat;
+    qwhen when;
+    uint32_t type;
+} bumps[] = {
+    {NX_TYPE_Q4_K, CAT_ATTN_V,   WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {NX_TYPE_Q4_K, CAT_ATTN_QKV, WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {NX_TYPE_Q4_K, CAT_FFN_DOWN, WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
+};
+
+/* llama.cpp's use_more_bits(i, n). */
+static bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int64_t block_of(uint32_t type) {
+    const nx_type_traits *t = nx_type_get(type);
+    return t ? t->block_size : 1;
+}
+
+/* Rows not a multiple of the block size: llama.cpp's tensor_type_fallback. */
+static uint32_t fallback(uint32_t type, uint64_t ne0) {
+    if (ne0 % (uint64_t)block_of(type) == 0) return type;
+    uint32_t f = type == NX_TYPE_Q4_K ? NX_TYPE_Q5_0 : type == NX_TYPE_Q6_K ? NX_TYPE_Q8_0 :
+                 type == NX_TYPE_Q5_K ? NX_TYPE_Q5_1 : NX_TYPE_F16;
+    return ne0 % (uint64_t)block_of(f) == 0 ? f : NX_TYPE_F16;
+}
+
+static bool allows_quantization(const char *name, uint32_t n_dims) {
+    size_t n = strlen(name);
+    if (n_dims < 2 || n < 6 || strcmp(name + n - 6, "weight")) return false;
+    for (size_t i = 0; i < NX_ARRAY_LEN(keep_substrings); i++)
+        if (strstr(name, keep_substrings[i])) return false;
+    return true;
+}
+
+void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count) {
+    memset(s, 0, sizeof *s);
+    s->mix = mix;
+    s->tied = true;
+    for (size_t i = 0; i < n; i++) {
+        qcat c = category(names[i]);
+        if (c == CAT_ATTN_V || c == CAT_ATTN_QKV) s->n_attn_v++;
+        if (c == CAT_OUTPUT) s->tied = false;
+    }
+    s->n_ffn_down = (int)block_count;
+}
+
+uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint64_t ne0, uint32_t cur_type) {
+    if (!allows_quantization(name, n_dims)) return cur_type;
+    const uint32_t base = s->mix->base_type;
+    uint32_t t = base;
+    qcat c = category(name);
+    if (c == CAT_OUTPUT || (s->tied && c == CAT_TOKEN_EMBD)) {
+        /* the LM head: Q6_K, or Q8_0 when the rows do not fit the base type's blocks or the mix is q8_0 */
+        if (ne0 % (uint64_t)block_of(base) != 0) t = NX_TYPE_Q8_0;
+        else if (base != NX_TYPE_Q8_0) t = NX_TYPE_Q6_K;
+    } else {
+        for (size_t i = 0; i < NX_ARRAY_LEN(bumps); i++) {
+            if (bumps[i].cat != c || (bumps[i].mix_base && bumps[i].mix_base != base)) continue;
+            bool on = bumps[i].when == WHEN_ALWAYS ||
+                      (bumps[i].when == WHEN_MORE_BITS_ATTN_V && more_bits(s->i_attn_v, s->n_attn_v)) ||
+                      (bumps[i].when == WHEN_MORE_BITS_FFN_DOWN && more_bits(s->i_ffn_down, s->n_ffn_down));
+            if (on) t = bumps[i].type;
+            break;
+        }
+        /* the counters advance for every such tensor, whatever the mix */
+        if (c == CAT_ATTN_V || c == CAT_ATTN_QKV) s->i_attn_v++;
+        if (c == CAT_FFN_DOWN) s->i_ffn_down++;
+    }
+    return fallback(t, ne0);
+}
+
+/* ---- processing order ------------------------------------------------------------------------
+ * llama.cpp's weight_name_comparer: block number first (-1 for non-block tensors), then name. */
+static int block_number(const char *name) {
+    int b = -1;
+    if (sscanf(name, "blk.%d.", &b) != 1) b = -1;
+    return b;
+}
+
+typedef struct qtensor {
+    const nx_gguf_tensor *src;
+    char name[128];
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t rows;
+    struct qjob *job;
+} qtensor;
+
+static int cmp_qtensor(const void *a, const void *b) {
+    const qtensor *x = a, *y = b;
+    int bx = block_number(x->name), by = block_number(y->name);
+    if (bx != by) return bx < by ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+typedef struct qjob {
+    nx_pool *pool;
+    float *scratch;           /* n_threads x max_cols */
+    uint64_t max_cols;
+    uint64_t done, total;
+    nx_quantize_progress_fn progress;
+    void *progress_user;
+    /* current tensor, for the workers */
+    const qtensor *cur;
+    void *dst;
+    size_t src_row_bytes, dst_row_bytes;
+    nx_cv_f16_to_f32_fn f16_to_f32;
+    nx_cv_q8_0_fn q8_0;
+} qjob;
+
+/* Drops the input pages of a processed tensor (whole pages inside it) from the process's
+ * resident set; advisory, the mapping stays valid. */
+static void release_pages(const void *data, uint64_t nbytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)data + page - 1) & ~(page - 1), b = ((uintptr_t)data + nbytes) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void convert_rows(void *ctx, int ith, int nth) {
+    qjob *j = ctx;
+    const qtensor *t = j->cur;
+    const nx_type_traits *from = nx_type_get(t->src->type), *to = nx_type_get(t->type);
+    uint64_t r0 = t->rows * (uint64_t)ith / (uint64_t)nth, r1 = t->rows * (uint64_t)(ith + 1) / (uint64_t)nth;
+    float *row = j->scratch + (size_t)ith * j->max_cols;
+    const uint64_t n = t->src->ne[0];
+    for (uint64_t r = r0; r < r1; r++) {
+        const uint8_t *src = (const uint8_t *)t->src->data + r * j->src_row_bytes;
+        uint8_t *dst = (uint8_t *)j->dst + r * j->dst_row_bytes;
+        /* the converter's SIMD kernels where they apply (bit-identical to the reference) */
+        if (t->src->type == NX_TYPE_F16) j->f16_to_f32(src, row, n);
+        else from->to_float(src, row, (int64_t)n);
+        if (t->type == NX_TYPE_Q8_0) j->q8_0(row, dst, n);
+        else to->from_float(row, dst, (int64_t)n);
+    }
+}
+
+static bool fill(void *user, void *dst, uint64_t nbytes, nx_err *err) {
+    qtensor *t = user;
+    qjob *j = t->job;
+    if (t->type == t->src->type) {
+        if (nbytes != t->src->nbytes) return nx_fail(err, "%s: size mismatch", t->name);
+        memcpy(dst, t->src->data, nbytes);
+    } else {
+        size_t sb, db;
+        if (!nx_row_size(t->src->type, (int64_t)t->src->ne[0], &sb, err) ||
+            !nx_row_size(t->type, (int64_t)t->src->ne[0], &db, err))
+            return nx_fail_prefix(err, "%s", t->name);
+        j->cur = t;
+        j->dst = dst;
+        j->src_row_bytes = sb;
+        j->dst_row_bytes = db;
+        if (j->pool) nx_pool_run(j->pool, convert_rows, j);
+        else convert_rows(j, 0, 1);
+    }
+    release_pages(t->src->data, t->src->nbytes);
+    j->done += t->src->nbytes;
+    if (j->progress) j->progress(j->progress_user, j->done, j->total, t->name, t->type);
+    return true;
+}
+
+bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix, nx_pool *pool,
+                      nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
+    nx_gguf *g = NULL;
+    if (!nx_gguf_open(&g, in_path, err)) return false;
+    qtensor *ts = nx_calloc(g->n_tensors ? g->n_tensors : 1, sizeof *ts, "tensor list", err);
+    const char **names = nx_calloc(g->n_tensors ? g->n_tensors : 1, sizeof *names, "tensor names", err);
+    nx_gguf_writer *w = NULL;
+    qjob job;
+    memset(&job, 0, sizeof job);
+    bool ok = ts && names;
+    /* architecture and block_count (llama.cpp: n_ffn_down = number of layers incl. MTP) */
+    nx_str arch = {0};
+    uint32_t block_count = 0;
+    ok = ok && nx_gguf_get_str(g, "general.architecture", &arch, err);
+    if (ok) {
+        char key[128];
+        snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len < 100 ? arch.len : 100), arch.ptr);
+        ok = nx_gguf_get_u32(g, key, &block_count, err);
+    }
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        qtensor *t = &ts[i];
+        t->src = &g->tensors[i];
+        if (t->src->name.len >= sizeof t->name)
+            ok = nx_fail(err, "%s: tensor name of %llu bytes too long", in_path, (unsigned long long)t->src->name.len);
+        else
+            snprintf(t->name, sizeof t->name, "%.*s", (int)t->src->name.len, t->src->name.ptr);
+        const nx_type_traits *tr = nx_type_get(t->src->type);
+        if (ok && (!tr || !tr->to_float))
+            ok = nx_fail(err, "%s: tensor '%s' has type %s, which cannot be dequantised", in_path, t->name,
+                         nx_type_name(t->src->type));
+        t->n_dims = 1;
+        for (uint32_t d = 0; d < NX_GGUF_MAX_DIMS; d++) if (t->src->ne[d] > 1) t->n_dims = d + 1;
+        t->rows = t->src->ne[1] * t->src->ne[2] * t->src->ne[3];
+        t->job = &job;
+        job.total += t->src->nbytes;
+        if (t->src->ne[0] > job.max_cols) job.max_cols = t->src->ne[0];
+    }
+    if (ok) qsort(ts, g->n_tensors, sizeof *ts, cmp_qtensor);
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) names[i] = ts[i].name;
+    nx_qstate qs;
+    if (ok) nx_qstate_init(&qs, mix, names, g->n_tensors, block_count);
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        ts[i].type = nx_qstate_choose(&qs, ts[i].name, ts[i].n_dims, ts[i].src->ne[0], ts[i].src->type);
+        const nx_type_traits *to = nx_type_get(ts[i].type);
+        if (ts[i].type != ts[i].src->type && (!to || !to->from_float))
+            ok = nx_fail(err, "tensor '%s': no quantiser for type %s", ts[i].name, nx_type_name(ts[i].type));
+    }
+    int nth = pool ? nx_pool_size(pool) : 1;
+    if (ok) {
+        job.pool = pool;
+        job.progress = progress;
+        job.progress_user = progress_user;
+        job.f16_to_f32 = nx_cv_f16_to_f32_best();
+        job.q8_0 = nx_cv_q8_0_best();
+        job.scratch = nx_malloc((size_t)nth * job.max_cols * sizeof(float), "row scratch", err);
+        ok = job.scratch != NULL;
+    }
+    if (ok) ok = (w = nx_gguf_writer_new(err)) != NULL;
+    /* metadata in input order, except that general.quantization_version and general.file_type
+     * move to the end in that order (ggml's gguf_set_val_* removes an existing key and appends
+     * it); split keys are dropped (one output file) */
+    for (uint64_t i = 0; ok && i < g->n_kv; i++) {
+        const nx_gguf_kv *kv = &g->kv[i];
+        if (nx_str_eq(kv->key, "general.quantization_version") || nx_str_eq(kv->key, "general.file_type") ||
+            nx_str_eq(kv->key, "split.no") || nx_str_eq(kv->key, "split.count") ||
+            nx_str_eq(kv->key, "split.tensors.count"))
+            continue;
+        ok = nx_gguf_add_kv_copy(w, kv, err);
+    }
+    ok = ok && nx_gguf_add_u32(w, "general.quantization_version", 2, err);
+    ok = ok && nx_gguf_add_u32(w, "general.file_type", mix->ftype, err);
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++)
+        ok = nx_gguf_add_tensor_fn(w, ts[i].name, ts[i].type, ts[i].src->n_dims, ts[i].src->ne, fill, &ts[i], err);
+    ok = ok && nx_gguf_writer_write(w, out_path, err);
+    nx_gguf_writer_free(w);
+    free(job.scratch);
+    free(names);
+    free(ts);
+    nx_gguf_close(g);
+    return ok;
+}

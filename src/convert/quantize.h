@@ -1,0 +1,54 @@
+/* quantize.h - GGUF -> GGUF re-quantisation with llama.cpp's per-tensor type rules
+ * (llama-quantize of snapshot d32676d7, without importance matrix).
+ *
+ * Mixes: q8_0, q4_0, q5_0, q6_k, q4_k_m.  For every tensor, in llama.cpp's processing order
+ * (non-block tensors first, then by block number, names sorted within a block - this is also
+ * the output order):
+ *   1. tensors that stay as they are: fewer than 2 dims, name not ending in "weight",
+ *      "*_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d" (the keep table in quantize.c);
+ *   2. otherwise the mix's base type, then the bump table: output.weight (and token_embd.weight
+ *      when there is no output.weight) -> Q6_K (Q8_0 if its rows are not a multiple of 256 or
+ *      the mix is q8_0); for q4_k_m, attn_v/attn_qkv and ffn_down -> Q6_K on "more bits" layers
+ *      (i < n/8, i >= 7n/8, (i - n/8) % 3 == 2, counted over those tensors in order);
+ *   3. rows not a multiple of the type's block: Q4_K -> Q5_0, Q6_K -> Q8_0, then F16.
+ * Values are dequantised to F32 and quantised with the reference quantisers of quant.c (the
+ * same bytes as ggml's *_ref functions, which llama-quantize uses without an imatrix).  Tensors
+ * whose type does not change are copied byte for byte.  Metadata is copied in order, then
+ * general.quantization_version and general.file_type are (re)written at the end, as ggml does.
+ */
+#ifndef NX_QUANTIZE_H
+#define NX_QUANTIZE_H
+
+#include "nextn_internal.h"
+
+typedef struct nx_quant_mix {
+    const char *name;      /* "q4_k_m" (case-insensitive on input) */
+    uint32_t ftype;        /* llama_ftype stored as general.file_type */
+    uint32_t base_type;    /* ggml type of most matrices */
+} nx_quant_mix;
+
+const nx_quant_mix *nx_quant_mix_find(const char *name);   /* NULL if unknown */
+const char *nx_quant_mix_names(void);                       /* "q8_0, q4_0, ..." for messages */
+
+/* Progress: `done` of `total` tensors' source bytes, the current tensor and its new type. */
+typedef void (*nx_quantize_progress_fn)(void *user, uint64_t done, uint64_t total, const char *tensor,
+                                         uint32_t type);
+
+/* Re-quantises in_path into out_path (temp file + rename).  pool may be NULL (single thread). */
+bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix, nx_pool *pool,
+                      nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
+
+/* The type-selection state and rule, exposed for tests: call nx_qstate_init with all tensor
+ * names (in processing order), then nx_qstate_choose for each in the same order. */
+typedef struct nx_qstate {
+    const nx_quant_mix *mix;
+    int n_attn_v, i_attn_v;      /* attn_v / attn_qkv tensors: total and seen so far */
+    int n_ffn_down, i_ffn_down;  /* total = block_count, like llama.cpp */
+    bool tied;                   /* no output.weight: token_embd is treated as the output */
+} nx_qstate;
+
+void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count);
+/* n_dims/ne0/cur_type describe the input tensor; returns the output type. */
+uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint64_t ne0, uint32_t cur_type);
+
+#endif

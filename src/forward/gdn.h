@@ -1,0 +1,107 @@
+/* gdn.h - Gated DeltaNet: the recurrent state with rollback slots, and the layer's kernels.
+ *
+ * State per GDN layer per sequence (reference §4.3, §4.6, §4.9), all F32:
+ *   conv: [conv_dim][Kc-1]  the last Kc-1 pre-convolution qkv values per channel, oldest first;
+ *   ssm:  [Hv][d][d]        delta-rule matrix per value head, element S[i][j] (i = key index,
+ *                           j = value index) at j*d + i, as llama.cpp lays it out.
+ *
+ * Conv state, rollback slots: each sequence owns 1 + R slots (R = n_snapshots), planes
+ * [layer][slot][seq][...].  A batch with T_s rows of a sequence reads its input from slot
+ * cur[seq] and writes slot 0 (state after its last row) and slot k (1<=k<=R, k < T_s: the state
+ * after row T_s-1-k, a snapshot); each row reads the slot the previous row wrote and writes its
+ * own (rows older than the last 1 + R update slot 0 in place), see out_slot() in gdn.c.  Then
+ * cur[seq] = 0, last_T[seq] = T_s.  Rolling back r tokens (r < last_T, r <= R, cumulative) only
+ * sets cur[seq] += r: O(1).
+ *
+ * Delta state (ssm, 64 KB per head at d = 128, the bulk): writing R snapshot planes per batch
+ * would cost R plane writes per layer per verify, so instead each sequence keeps two slots and
+ * replay rows.  A batch of T_s rows with nrep = min(R, T_s - 1) possible rollbacks stores
+ *   the anchor: the state before its last nrep + 1 rows, in the slot it read (in place),
+ *   the final state after its last row, in the other slot (in place when nrep = 0),
+ *   per row a rollback can return to (the nrep rows after the anchor, i.e. all but the last
+ *   row): its k, decay and the
+ *   delta vector it computed (delta_j = beta (v_j - u_j)), in one of two replay buffers.
+ * The current state is the final slot (cur = 0) or, after rolling back r (1 <= r <= nrep), the
+ * anchor plus the first nrep + 1 - r replay rows: s = decay * s + delta_j k again, the same float operations, so
+ * the same bits as the state the forward pass computed.  The next batch applies those pending
+ * replay rows in the same pass over the state as its own rows (nx_gdn_recurrence), so a
+ * rollback still costs O(1) and a verify writes two planes per layer instead of 1 + R.
+ * nx_rstate_ssm_current materialises the current state for copies and checkpoints.
+ */
+#ifndef NX_GDN_H
+#define NX_GDN_H
+
+#include "base/common.h"
+
+/* Per sequence: where its delta state is (see "Delta state" above). */
+typedef struct nx_ssm_seq {
+    int anchor, final;            /* ssm slots: state before the replay rows / after the last row */
+    int nrep;                     /* replay rows recorded by the last batch */
+    int rep_buf;                  /* replay buffer (0/1) holding them */
+} nx_ssm_seq;
+
+typedef struct nx_rstate {
+    int n_layer, n_seq, n_slot;   /* n_slot = 1 + R (conv slots) */
+    int ssm_slots;                /* 2 with snapshots, else 1 */
+    int hv, d;                    /* value heads, head size */
+    bool avx512;                  /* replays use the AVX-512 chain (as the forward pass does) */
+    size_t conv_n;                /* (Kc-1) * conv_dim floats per (layer, slot, seq) */
+    size_t ssm_n;                 /* d * d * Hv floats per (layer, ssm slot, seq) */
+    size_t rep_n;                 /* Hv * (2d + 1) floats per replay row (k, delta, decay per head) */
+    float *conv;
+    float *ssm;                   /* 64-byte aligned inside ssm_mem */
+    void *ssm_mem;
+    float *rep;                   /* [2][layer][seq][R][rep_n] */
+    int32_t *cur;                 /* [n_seq] rows rolled back since the last batch (= its conv slot) */
+    int32_t *last_T;              /* [n_seq] rows of the last batch of that sequence (0 = none) */
+    nx_ssm_seq *ssm_seq;          /* [n_seq] */
+} nx_rstate;
+
+bool   nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, int hv, int d, int n_seq, int n_snapshots,
+                      bool avx512, nx_err *err);
+void   nx_rstate_free(nx_rstate *rs);
+size_t nx_rstate_bytes(const nx_rstate *rs);
+
+static inline float *nx_rstate_conv(const nx_rstate *rs, int layer, int slot, int seq) {
+    return rs->conv + (((size_t)layer * (size_t)rs->n_slot + (size_t)slot) * (size_t)rs->n_seq + (size_t)seq) * rs->conv_n;
+}
+/* Raw ssm slot plane (slot < ssm_slots); the current state is nx_rstate_ssm_current's. */
+static inline float *nx_rstate_ssm(const nx_rstate *rs, int layer, int slot, int seq) {
+    return rs->ssm + (((size_t)layer * (size_t)rs->ssm_slots + (size_t)slot) * (size_t)rs->n_seq + (size_t)seq) * rs->ssm_n;
+}
+/* The sequence's current delta state of one layer (ssm_n floats) into out: a copy of its slot,
+ * or that slot with the pending replay rows applied (bit-identical to having stopped there).
+ * out must not be that slot unless nothing is pending. */
+void nx_rstate_ssm_current(const nx_rstate *rs, int layer, int seq, float *out);
+
+void nx_rstate_clear(nx_rstate *rs, int seq);                 /* zero state, cur = 0, no snapshots */
+int  nx_rstate_max_rollback(const nx_rstate *rs, int seq);
+bool nx_rstate_rollback(nx_rstate *rs, int seq, int r, nx_err *err);
+void nx_rstate_copy(nx_rstate *rs, int src, int dst);         /* current state of src -> slot 0 of dst */
+/* After a batch: every sequence with rows in it now has its state in slot 0. */
+void nx_rstate_commit(nx_rstate *rs, int seq, int n_rows);
+
+/* ---- kernels (called by forward.c) ---------------------------------------------------------
+ * Per-batch row bookkeeping shared by the kernels: for row t, seq[t], j[t] = index of the row
+ * within its sequence, seq_T[seq] = rows of that sequence in the batch. */
+typedef struct nx_gdn_rows {
+    int T;
+    const int32_t *seq;
+    const int32_t *j;
+    const int32_t *seq_T;
+} nx_gdn_rows;
+
+/* Causal depthwise conv1d + SiLU over channels [c0, c1) for all rows, with state update and
+ * snapshots.  x: [T][C] pre-conv qkv; y: [T][C]; w: [C][Kc].  avx512: SiLU by the vectorised
+ * nx_ops_silu_avx512 (only on an AVX-512 CPU). */
+void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
+                 const float *w, const float *x, float *y, int c0, int c1, bool avx512);
+
+/* Delta-rule recurrence + gated RMSNorm for value heads [h0, h1).  qk: [T][C] post-conv
+ * (q at 0, k at key_dim, v at 2*key_dim, q/k already L2-normed and q scaled); gate_b: [T][Hv]
+ * beta (after sigmoid); gate_g: [T][Hv] g (log decay); z: [T][value_dim]; out: [T][value_dim]. */
+void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
+                       const float *qkv, int C, const float *beta, const float *g, const float *z,
+                       const float *norm_w, float eps, float *out, int h0, int h1, bool avx512);
+
+#endif

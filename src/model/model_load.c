@@ -1,0 +1,127 @@
+/* model_load.c - qwen35 hyper-parameters from GGUF keys (reference §1) and loading a model
+ * from a GGUF file: the tensors are bound in place inside the mapping (model.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+static bool get_sections(const nx_gguf *g, const char *key, int32_t out[4], nx_err *err) {
+    const nx_gguf_kv *kv = nx_gguf_find_kv(g, key);
+    if (!kv) return nx_fail(err, "%s: missing required key '%s'", g->path, key);
+    if (kv->type == NX_GGUF_ARRAY) {
+        if (kv->arr_type == NX_GGUF_STRING || kv->arr_type == NX_GGUF_ARRAY || kv->arr_type == NX_GGUF_FLOAT32 ||
+            kv->arr_type == NX_GGUF_FLOAT64 || kv->arr_count == 0 || kv->arr_count > 4)
+            return nx_fail(err, "%s: key '%s' must be an integer array of 1..4 elements", g->path, key);
+        for (int i = 0; i < 4; i++) out[i] = i < (int)kv->arr_count ? (int32_t)nx_gguf_arr_int(kv, (uint64_t)i) : 0;
+        return true;
+    }
+    int32_t v;
+    if (!nx_gguf_get_i32_or(g, key, 0, &v, err)) return false;
+    out[0] = v; out[1] = out[2] = out[3] = 0;
+    return true;
+}
+
+bool nx_hparams_from_gguf(nx_hparams *hp, const nx_gguf *g, nx_err *err) {
+    memset(hp, 0, sizeof *hp);
+    nx_str arch;
+    if (!nx_gguf_get_str(g, "general.architecture", &arch, err)) return false;
+    if (!nx_str_eq(arch, "qwen35"))
+        return nx_fail(err, "%s: unsupported general.architecture '%.*s' (this engine runs 'qwen35')", g->path,
+                       (int)NX_MIN(arch.len, 64), arch.ptr);
+#define U32(key, dst) if (!nx_gguf_get_u32(g, "qwen35." key, dst, err)) return false
+#define U32_OR(key, def, dst) if (!nx_gguf_get_u32_or(g, "qwen35." key, def, dst, err)) return false
+    U32("context_length", &hp->n_ctx_train);
+    U32("embedding_length", &hp->n_embd);
+    U32("block_count", &hp->n_layer_all);
+    U32("feed_forward_length", &hp->n_ff);
+    U32("attention.head_count", &hp->n_head);
+    U32_OR("attention.head_count_kv", hp->n_head, &hp->n_head_kv);
+    U32_OR("attention.key_length", hp->n_head ? hp->n_embd / hp->n_head : 0, &hp->head_dim);
+    uint32_t vlen;
+    U32_OR("attention.value_length", hp->head_dim, &vlen);
+    if (vlen != hp->head_dim)
+        return nx_fail(err, "%s: qwen35.attention.value_length = %u differs from key_length = %u", g->path, vlen,
+                       hp->head_dim);
+    U32_OR("rope.dimension_count", hp->head_dim, &hp->n_rot);
+    U32("ssm.conv_kernel", &hp->ssm_conv_kernel);
+    U32("ssm.state_size", &hp->ssm_d_state);
+    U32("ssm.group_count", &hp->ssm_n_group);
+    U32("ssm.time_step_rank", &hp->ssm_dt_rank);
+    U32("ssm.inner_size", &hp->ssm_d_inner);
+    U32_OR("full_attention_interval", 4, &hp->full_attn_interval);
+    U32_OR("nextn_predict_layers", 0, &hp->n_mtp);
+#undef U32
+#undef U32_OR
+    if (!nx_gguf_get_f32(g, "qwen35.attention.layer_norm_rms_epsilon", &hp->eps, err)) return false;
+    if (!nx_gguf_get_f32_or(g, "qwen35.rope.freq_base", 10000.0f, &hp->rope_base, err)) return false;
+    if (!get_sections(g, "qwen35.rope.dimension_sections", hp->rope_sections, err)) return false;
+
+    const nx_gguf_kv *toks = nx_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    if (toks) {
+        if (toks->type != NX_GGUF_ARRAY || toks->arr_type != NX_GGUF_STRING)
+            return nx_fail(err, "%s: tokenizer.ggml.tokens must be an array of strings", g->path);
+        if (toks->arr_count > INT32_MAX)
+            return nx_fail(err, "%s: tokenizer.ggml.tokens has %llu entries (too many)", g->path,
+                           (unsigned long long)toks->arr_count);
+        hp->n_vocab = (uint32_t)toks->arr_count;
+    } else {
+        const nx_gguf_tensor *te = nx_gguf_find_tensor(g, "token_embd.weight");
+        if (te && te->n_dims == 2 && te->ne[1] <= INT32_MAX) hp->n_vocab = (uint32_t)te->ne[1];
+    }
+
+    if (hp->n_layer_all == 0 || hp->n_layer_all > NX_MAX_LAYERS)
+        return nx_fail(err, "%s: qwen35.block_count = %u (must be 1..%d)", g->path, hp->n_layer_all, NX_MAX_LAYERS);
+    if (hp->n_mtp >= hp->n_layer_all)
+        return nx_fail(err, "%s: qwen35.nextn_predict_layers = %u must be < block_count = %u", g->path, hp->n_mtp,
+                       hp->n_layer_all);
+    uint32_t L = hp->n_layer_all - hp->n_mtp;
+    const nx_gguf_kv *rl = nx_gguf_find_kv(g, "qwen35.attention.recurrent_layers");
+    if (rl) {
+        if (rl->type != NX_GGUF_ARRAY || rl->arr_count != hp->n_layer_all || rl->arr_type == NX_GGUF_STRING ||
+            rl->arr_type == NX_GGUF_ARRAY || rl->arr_type == NX_GGUF_FLOAT32 || rl->arr_type == NX_GGUF_FLOAT64)
+            return nx_fail(err, "%s: qwen35.attention.recurrent_layers must be a bool/integer array of block_count "
+                           "= %u elements", g->path, hp->n_layer_all);
+        for (uint32_t i = 0; i < hp->n_layer_all; i++)
+            hp->recurrent[i] = i < L && nx_gguf_arr_int(rl, i) != 0;
+    } else {
+        if (hp->full_attn_interval == 0)
+            return nx_fail(err, "%s: qwen35.full_attention_interval must be > 0", g->path);
+        for (uint32_t i = 0; i < hp->n_layer_all; i++)
+            hp->recurrent[i] = i < L && (i + 1) % hp->full_attn_interval != 0;
+    }
+    return nx_hparams_finish(hp, g->path, err);
+}
+
+static bool gguf_lookup(void *user, const char *name, nx_tensor_info *out) {
+    const nx_gguf_tensor *t = nx_gguf_find_tensor((const nx_gguf *)user, name);
+    if (!t) return false;
+    out->type = t->type;
+    out->n_dims = t->n_dims;
+    for (int i = 0; i < 4; i++) out->ne[i] = t->ne[i];
+    out->data = t->data;
+    return true;
+}
+
+bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err) {
+    *out = NULL;
+    nx_gguf *g = NULL;
+    if (!nx_gguf_open(&g, path, err)) return false;
+    nx_hparams hp;
+    nx_model *m = nx_calloc(1, sizeof *m, "model", err);
+    if (!m || !nx_hparams_from_gguf(&hp, g, err) || !nx_model_bind(m, &hp, gguf_lookup, g, path, want_mtp, err)) {
+        free(m);
+        nx_gguf_close(g);
+        return false;
+    }
+    m->gguf = g;
+    *out = m;
+    return true;
+}
+
+
+void nx_model_free(nx_model *m) {
+    if (!m) return;
+    nx_model_release(m);
+    nx_gguf_close(m->gguf);
+    free(m);
+}

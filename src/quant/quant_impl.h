@@ -1,0 +1,92 @@
+/* quant_impl.h - internal declarations shared by quant.c (the type table) and the files that
+ * implement its entries: quant_convert.c (to/from float), quant_dot.c (scalar dots),
+ * quant_avx2.c and quant_avx512.c (SIMD dots).  Not for use outside the quant*.c files and
+ * their tests; the rest of the engine goes through nx_type_get() / nx_vec_dot_for().
+ */
+#ifndef NX_QUANT_IMPL_H
+#define NX_QUANT_IMPL_H
+
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+/* ---- to_float / from_float (quant_convert.c) ---- */
+void nx_to_float_f32(const void *src, float *dst, int64_t n);
+void nx_from_float_f32(const float *src, void *dst, int64_t n);
+void nx_to_float_f16(const void *src, float *dst, int64_t n);
+void nx_from_float_f16(const float *src, void *dst, int64_t n);
+void nx_to_float_bf16(const void *src, float *dst, int64_t n);
+void nx_from_float_bf16(const float *src, void *dst, int64_t n);
+void nx_to_float_q4_0(const void *src, float *dst, int64_t n);
+void nx_from_float_q4_0(const float *src, void *dst, int64_t n);
+void nx_to_float_q4_1(const void *src, float *dst, int64_t n);
+void nx_from_float_q4_1(const float *src, void *dst, int64_t n);
+void nx_to_float_q5_0(const void *src, float *dst, int64_t n);
+void nx_from_float_q5_0(const float *src, void *dst, int64_t n);
+void nx_to_float_q5_1(const void *src, float *dst, int64_t n);
+void nx_from_float_q5_1(const float *src, void *dst, int64_t n);
+void nx_to_float_q8_0(const void *src, float *dst, int64_t n);
+void nx_from_float_q8_0(const float *src, void *dst, int64_t n);
+void nx_to_float_q8_1(const void *src, float *dst, int64_t n);
+void nx_from_float_q8_1(const float *src, void *dst, int64_t n);
+void nx_to_float_q4_K(const void *src, float *dst, int64_t n);
+void nx_from_float_q4_K(const float *src, void *dst, int64_t n);
+void nx_to_float_q5_K(const void *src, float *dst, int64_t n);
+void nx_from_float_q5_K(const float *src, void *dst, int64_t n);
+void nx_to_float_q6_K(const void *src, float *dst, int64_t n);
+void nx_from_float_q6_K(const float *src, void *dst, int64_t n);
+void nx_to_float_q8_K(const void *src, float *dst, int64_t n);
+void nx_from_float_q8_K(const float *src, void *dst, int64_t n);
+/* the scalar references of the two activation quantisers (nx_from_float_q8_0 / q8_K pick the
+ * bit-identical AVX-512 versions when the CPU has them) */
+void nx_from_float_q8_0_scalar(const float *src, void *dst, int64_t n);
+void nx_from_float_q8_K_scalar(const float *src, void *dst, int64_t n);
+
+/* ---- dot kernels with the nx_vec_dot_fn signature: quant_dot.c (scalar), quant_avx2.c,
+ * quant_avx512.c.  A kernel missing at some ISA is simply not declared there. ---- */
+void nx_dot_f32_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f16_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_bf16_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_0_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_1_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_0_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_1_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q8_0_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q6_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+
+#if defined(__x86_64__)
+#define NX_HAVE_X86_KERNELS 1
+void nx_dot_f32_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f16_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_bf16_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_1_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_1_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q8_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q6_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f32_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_f16_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_bf16_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_1_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_1_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q8_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q4_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q6_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+/* q8_0 on prepared activations (layout in quant_avx512.c) */
+void nx_dot_q8_0_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n);
+size_t nx_prep_q8_0_row_bytes(int64_t n);
+/* the prepared layout from q8_0 blocks (used by the GEMM path and tests) */
+void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n);
+void nx_from_float_q8_0_avx512(const float *src, void *dst, int64_t n); /* quant_convert_avx512.c */
+void nx_from_float_q8_K_avx512(const float *src, void *dst, int64_t n);
+#endif
+
+#endif

@@ -1,0 +1,592 @@
+/* sample.c - the sampling chain (see sample.h for the exact semantics).
+ *
+ * Cost per token on a vocabulary of V: one vectorisable pass to validate the row, a copy only
+ * when penalties are active (they work on the copy; the caller's logits stay untouched), then
+ *   - top-k: one pass keeping a k-entry min-heap of the best logits; blocks of 64 logits whose
+ *     maximum cannot beat the heap's worst are skipped after a vectorisable max;
+ *   - no top-k: the candidates are all finite tokens; top-p selects the best 256 (quickselect,
+ *     then a sort of those only) and grows the prefix 16-fold until it holds p of the mass;
+ *     min-p filters in one pass and sorts only the survivors.
+ * No full sort of the vocabulary happens when top-k is set.
+ */
+#include "sample/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One candidate token. */
+typedef struct nx_cand {
+    float logit;
+    int32_t id;
+} nx_cand;
+
+struct nx_sampler {
+    nx_sampler_params params;
+    int32_t n_vocab;
+    uint64_t rng[4];        /* xoshiro256** state */
+    float *work;            /* [n_vocab] penalised copy of the logits (used only with penalties) */
+    const float *row;       /* the row the chain reads: the caller's logits, or `work` */
+    nx_cand *cand;          /* [n_vocab] current candidate set */
+    float *dense;           /* [n_vocab] zeroed scratch for nx_dist_residual; zero between calls */
+    int32_t *hist;          /* accepted tokens, oldest first */
+    int32_t n_hist, cap_hist;
+    int32_t *win;           /* [penalty window] scratch for counting */
+    int32_t cap_win;
+    nx_dist own;            /* the distribution nx_sampler_sample draws from */
+};
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+nx_sampler_params nx_sampler_default_params(void) {
+    nx_sampler_params p = {
+        .temp = 0.80f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .min_keep = 0,
+        .penalty_last_n = 64, .penalty_repeat = 1.0f, .penalty_freq = 0.0f,
+        .penalty_present = 0.0f, .seed = 0,
+    };
+    return p;
+}
+
+nx_sampler_params nx_sampler_greedy_params(void) {
+    nx_sampler_params p = nx_sampler_default_params();
+    p.temp = 0.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.penalty_last_n = 0;
+    return p;
+}
+
+bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
+    if (!isfinite(p->temp)) return nx_fail(err, "sampler: temp must be a finite number, got %g", p->temp);
+    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+        return nx_fail(err, "sampler: top_p must be in [0, 1], got %g", p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return nx_fail(err, "sampler: min_p must be in [0, 1], got %g", p->min_p);
+    if (p->min_keep < 0) return nx_fail(err, "sampler: min_keep must be >= 0, got %d", p->min_keep);
+    if (p->penalty_last_n < -1)
+        return nx_fail(err, "sampler: penalty_last_n must be >= -1 (-1 = whole history), got %d",
+                       p->penalty_last_n);
+    if (!(p->penalty_repeat > 0.0f) || !isfinite(p->penalty_repeat))
+        return nx_fail(err, "sampler: repeat penalty must be a finite number > 0, got %g", p->penalty_repeat);
+    if (!isfinite(p->penalty_freq))
+        return nx_fail(err, "sampler: frequency penalty must be finite, got %g", p->penalty_freq);
+    if (!isfinite(p->penalty_present))
+        return nx_fail(err, "sampler: presence penalty must be finite, got %g", p->penalty_present);
+    return true;
+}
+
+static bool penalties_active(const nx_sampler_params *p) {
+    return p->penalty_last_n != 0 &&
+           (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
+}
+
+/* ---- RNG: xoshiro256**, seeded with splitmix64 ------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t s[4]) {
+    uint64_t result = rotl64(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+static void rng_seed(uint64_t s[4], uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
+}
+
+double nx_sampler_uniform(nx_sampler *s) {
+    return (double)(rng_next(s->rng) >> 11) * 0x1.0p-53; /* 53 random bits: [0, 1) */
+}
+
+/* ---- dist -------------------------------------------------------------------------------- */
+
+bool nx_dist_init(nx_dist *d, int32_t n_vocab, nx_err *err) {
+    memset(d, 0, sizeof *d);
+    if (n_vocab <= 0) return nx_fail(err, "sampler: n_vocab must be > 0, got %d", n_vocab);
+    d->ids = nx_malloc((size_t)n_vocab * sizeof *d->ids, "distribution ids", err);
+    d->probs = nx_malloc((size_t)n_vocab * sizeof *d->probs, "distribution probs", err);
+    if (!d->ids || !d->probs) {
+        nx_dist_free(d);
+        return false;
+    }
+    d->cap = n_vocab;
+    return true;
+}
+
+void nx_dist_free(nx_dist *d) {
+    if (!d) return;
+    free(d->ids);
+    free(d->probs);
+    memset(d, 0, sizeof *d);
+}
+
+float nx_dist_prob(const nx_dist *d, int32_t id) {
+    for (int32_t i = 0; i < d->n; i++)
+        if (d->ids[i] == id) return d->probs[i];
+    return 0.0f;
+}
+
+/* ---- sampler lifetime ------------------------------------------------------------------- */
+
+void nx_sampler_free(nx_sampler *s) {
+    if (!s) return;
+    free(s->work);
+    free(s->cand);
+    free(s->dense);
+    free(s->hist);
+    free(s->win);
+    nx_dist_free(&s->own);
+    free(s);
+}
+
+bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_params *p, nx_err *err) {
+    *out = NULL;
+    if (n_vocab <= 0) return nx_fail(err, "sampler: n_vocab must be > 0, got %d", n_vocab);
+    if (!nx_sampler_params_check(p, err)) return false;
+    nx_sampler *s = nx_calloc(1, sizeof *s, "sampler", err);
+    if (!s) return false;
+    s->params = *p;
+    s->n_vocab = n_vocab;
+    s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
+    s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
+    s->dense = s->cand ? nx_calloc((size_t)n_vocab, sizeof *s->dense, "sampler residual scratch", err) : NULL;
+    if (!s->dense || !nx_dist_init(&s->own, n_vocab, err)) {
+        nx_sampler_free(s);
+        return false;
+    }
+    rng_seed(s->rng, p->seed);
+    *out = s;
+    return true;
+}
+
+const nx_sampler_params *nx_sampler_get_params(const nx_sampler *s) { return &s->params; }
+int32_t nx_sampler_n_vocab(const nx_sampler *s) { return s->n_vocab; }
+
+void nx_sampler_reset(nx_sampler *s) {
+    s->n_hist = 0;
+    rng_seed(s->rng, s->params.seed);
+}
+
+/* ---- penalty history -------------------------------------------------------------------- */
+
+bool nx_sampler_accept(nx_sampler *s, int32_t token, nx_err *err) {
+    if (token < 0 || token >= s->n_vocab)
+        return nx_fail(err, "sampler: accepted token id %d is outside the vocabulary [0, %d)", token, s->n_vocab);
+    if (s->params.penalty_last_n == 0) {
+        s->n_hist++; /* only the count matters (rollback bookkeeping) */
+        return true;
+    }
+    if (s->n_hist == s->cap_hist) {
+        int32_t cap = s->cap_hist ? 2 * s->cap_hist : 256;
+        int32_t *h = realloc(s->hist, (size_t)cap * sizeof *h);
+        if (!h) return nx_fail(err, "sampler: out of memory growing the token history to %d", cap);
+        s->hist = h;
+        s->cap_hist = cap;
+    }
+    s->hist[s->n_hist++] = token;
+    return true;
+}
+
+void nx_sampler_rollback(nx_sampler *s, int32_t n) {
+    if (n < 0) n = 0;
+    s->n_hist = n >= s->n_hist ? 0 : s->n_hist - n;
+}
+
+int32_t nx_sampler_n_accepted(const nx_sampler *s) { return s->n_hist; }
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Applies the penalties to s->work for each distinct token of the window (the last
+ * penalty_last_n accepted tokens), each once with its count in the window. */
+static bool apply_penalties(nx_sampler *s, nx_err *err) {
+    const nx_sampler_params *p = &s->params;
+    if (!penalties_active(p) || s->n_hist == 0) return true;
+    int32_t n = p->penalty_last_n < 0 ? s->n_hist : NX_MIN(p->penalty_last_n, s->n_hist);
+    if (n > s->cap_win) {
+        int32_t *w = realloc(s->win, (size_t)n * sizeof *w);
+        if (!w) return nx_fail(err, "sampler: out of memory for a penalty window of %d tokens", n);
+        s->win = w;
+        s->cap_win = n;
+    }
+    memcpy(s->win, s->hist + (s->n_hist - n), (size_t)n * sizeof *s->win);
+    qsort(s->win, (size_t)n, sizeof *s->win, cmp_i32);
+    for (int32_t i = 0; i < n;) {
+        int32_t tok = s->win[i], count = 0;
+        while (i < n && s->win[i] == tok) { i++; count++; }
+        float l = s->work[tok];
+        /* divide positive logits, multiply non-positive ones: the token always gets less likely */
+        l = l <= 0.0f ? l * p->penalty_repeat : l / p->penalty_repeat;
+        l -= (float)count * p->penalty_freq + p->penalty_present;
+        s->work[tok] = l;
+    }
+    return true;
+}
+
+/* ---- selection ------------------------------------------------------------------------------ */
+
+/* The canonical order: larger logit first, equal logits by lower id. */
+static inline bool cand_better(nx_cand a, nx_cand b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+static int cmp_cand(const void *pa, const void *pb) {
+    nx_cand a = *(const nx_cand *)pa, b = *(const nx_cand *)pb;
+    if (cand_better(a, b)) return -1;
+    if (cand_better(b, a)) return 1;
+    return 0;
+}
+
+/* Min-heap on "better": heap[0] is the worst of the kept entries. */
+static void heap_sift_down(nx_cand *h, int32_t n, int32_t i) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && cand_better(h[w], h[l])) w = l;
+        if (r < n && cand_better(h[w], h[r])) w = r;
+        if (w == i) return;
+        nx_cand t = h[i]; h[i] = h[w]; h[w] = t;
+        i = w;
+    }
+}
+
+static void heap_sift_up(nx_cand *h, int32_t i) {
+    while (i > 0) {
+        int32_t parent = (i - 1) / 2;
+        if (!cand_better(h[parent], h[i])) return;
+        nx_cand t = h[i]; h[i] = h[parent]; h[parent] = t;
+        i = parent;
+    }
+}
+
+/* Offers one candidate to a heap holding at most m entries (*n so far). */
+static inline void heap_offer(nx_cand *h, int32_t *n, int32_t m, nx_cand c) {
+    if (*n < m) {
+        h[*n] = c;
+        heap_sift_up(h, (*n)++);
+    } else if (cand_better(c, h[0])) {
+        h[0] = c;
+        heap_sift_down(h, m, 0);
+    }
+}
+
+/* Best m finite entries of a logit row, sorted, into out.  Returns how many (<= m). */
+static int32_t select_top_row(const float *row, int32_t n_vocab, int32_t m, nx_cand *out) {
+    enum { BLOCK = 64 };
+    int32_t n = 0;
+    for (int32_t b = 0; b < n_vocab; b += BLOCK) {
+        int32_t e = NX_MIN(b + BLOCK, n_vocab);
+        if (n == m) { /* heap full: skip the block if nothing in it can beat the worst kept */
+            float bmax = -INFINITY;
+            for (int32_t i = b; i < e; i++) bmax = row[i] > bmax ? row[i] : bmax;
+            if (bmax < out[0].logit) continue;
+        }
+        for (int32_t i = b; i < e; i++) {
+            float l = row[i];
+            if (l == -INFINITY) continue;
+            if (n == m && l < out[0].logit) continue; /* cannot beat the worst kept */
+            heap_offer(out, &n, m, (nx_cand){l, i});
+        }
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_cand);
+    return n;
+}
+
+static inline void cand_swap(nx_cand *a, nx_cand *b) {
+    nx_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Quickselect: permutes c[0..n) so that c[0..m) holds the m best entries (in no particular
+ * order).  The order is total (ids are distinct), which the Hoare partition below relies on:
+ * after it, everything in [lo, j] is better than or equal to the pivot, everything in [i, hi)
+ * worse than or equal, and j < i. */
+static void select_best(nx_cand *c, int32_t n, int32_t m) {
+    int32_t lo = 0, hi = n;
+    while (hi - lo > 16) {
+        int32_t mid = lo + (hi - lo) / 2;
+        /* median of three as the pivot: never the range's extreme, so both sides shrink */
+        if (cand_better(c[mid], c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (cand_better(c[hi - 1], c[lo])) cand_swap(&c[hi - 1], &c[lo]);
+        if (cand_better(c[hi - 1], c[mid])) cand_swap(&c[hi - 1], &c[mid]);
+        nx_cand piv = c[mid]; /* c[lo] better than piv better than c[hi - 1] */
+        int32_t i = lo, j = hi - 1;
+        while (i <= j) {
+            while (cand_better(c[i], piv)) i++;
+            while (cand_better(piv, c[j])) j--;
+            if (i <= j) {
+                cand_swap(&c[i], &c[j]);
+                i++;
+                j--;
+            }
+        }
+        if (m <= j) hi = j + 1;
+        else if (m >= i) lo = i;
+        else return; /* the boundary lies on the pivot itself */
+    }
+    /* small range: insertion sort puts everything in place */
+    for (int32_t a = lo + 1; a < hi; a++) {
+        nx_cand x = c[a];
+        int32_t b = a - 1;
+        while (b >= lo && cand_better(x, c[b])) {
+            c[b + 1] = c[b];
+            b--;
+        }
+        c[b + 1] = x;
+    }
+}
+
+/* ---- the chain ------------------------------------------------------------------------------- */
+
+/* Validates the row: no NaN or +inf, at least one finite logit.  The first loop has no early
+ * exit so it vectorises; the second finds the culprit only when there is one. */
+static bool check_row(const float *logits, int32_t n_vocab, nx_err *err) {
+    int bad = 0, finite = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        float l = logits[i];
+        bad |= (l != l) | (l == INFINITY);   /* NaN compares unequal to itself */
+        finite |= l != -INFINITY;
+    }
+    if (bad) {
+        for (int32_t i = 0; i < n_vocab; i++) {
+            if (isnan(logits[i])) return nx_fail(err, "sampler: logit of token %d is NaN", i);
+            if (logits[i] == INFINITY) return nx_fail(err, "sampler: logit of token %d is +inf", i);
+        }
+    }
+    if (!finite) return nx_fail(err, "sampler: every logit is -inf (%d tokens): nothing to sample", n_vocab);
+    return true;
+}
+
+int32_t nx_argmax(const float *logits, int32_t n) {
+    /* two vectorisable passes: the maximum (and any NaN), then its first position */
+    float mx = -INFINITY;
+    int nan = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float l = logits[i];
+        nan |= l != l;
+        mx = l > mx ? l : mx;
+    }
+    if (nan || mx == -INFINITY) return -1;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] == mx) return i; /* the first: ties go to the lowest id */
+    return -1;
+}
+
+/* Writes softmax(cand / temp) into out (same order). */
+static void softmax_to_dist(const nx_cand *cand, int32_t n, float temp, nx_dist *out) {
+    float max_l = cand[0].logit;
+    for (int32_t i = 1; i < n; i++) max_l = NX_MAX(max_l, cand[i].logit);
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        float e = expf((cand[i].logit - max_l) / temp);
+        out->ids[i] = cand[i].id;
+        out->probs[i] = e;
+        sum += e;
+    }
+    /* sum >= 1: the max entry contributes exp(0) */
+    for (int32_t i = 0; i < n; i++) out->probs[i] = (float)(out->probs[i] / sum);
+    out->n = n;
+}
+
+/* top-p on cand[0..*n): keeps the smallest descending prefix with cumulative probability
+ * (softmax at temperature 1) >= top_p, at least min_keep.  Leaves cand sorted. */
+static void apply_top_p(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_keep) {
+    float top_p = s->params.top_p;
+    nx_cand *cand = s->cand;
+    float max_l = cand[0].logit;
+    for (int32_t i = 1; i < *n; i++) max_l = NX_MAX(max_l, cand[i].logit);
+    double total = 0.0;
+    for (int32_t i = 0; i < *n; i++) total += expf(cand[i].logit - max_l);
+
+    /* Sort only a prefix: the best 256, then 16 times more while they hold less than p. */
+    int32_t m = *sorted ? *n : NX_MIN(*n, 256);
+    for (;;) {
+        if (!*sorted) {
+            if (m < *n) select_best(cand, *n, m);
+            qsort(cand, (size_t)m, sizeof *cand, cmp_cand);
+        }
+        double cum = 0.0;
+        int32_t keep = -1;
+        for (int32_t i = 0; i < m; i++) {
+            cum += expf(cand[i].logit - max_l) / total;
+            if (cum >= top_p && i + 1 >= min_keep) {
+                keep = i + 1;
+                break;
+            }
+        }
+        if (keep < 0 && m < *n) { /* the prefix did not reach p: a larger one */
+            m = *n / 16 > m ? m * 16 : *n;
+            m = NX_MIN(m, *n);
+            continue;
+        }
+        if (keep < 0) keep = *n; /* rounding: p never reached, keep all */
+        *n = keep;
+        *sorted = true;
+        return;
+    }
+}
+
+/* min-p on cand[0..*n): keeps logit >= max + log(min_p), at least min_keep; sorts survivors. */
+static void apply_min_p(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_keep) {
+    nx_cand *cand = s->cand;
+    float max_l = cand[0].logit;
+    if (!*sorted)
+        for (int32_t i = 1; i < *n; i++) max_l = NX_MAX(max_l, cand[i].logit);
+    float threshold = max_l + logf(s->params.min_p);
+    if (*sorted) {
+        int32_t i = 1; /* the best token always stays */
+        while (i < *n && (cand[i].logit >= threshold || i < min_keep)) i++;
+        *n = i;
+        return;
+    }
+    int32_t kept = 0;
+    for (int32_t i = 0; i < *n; i++)
+        if (cand[i].logit >= threshold) cand[kept++] = cand[i];
+    if (kept >= min_keep) {
+        *n = kept;
+        qsort(cand, (size_t)kept, sizeof *cand, cmp_cand);
+        *sorted = true;
+        return;
+    }
+    /* Too few survivors for min_keep: the first filtering pass compacted cand, so rebuild
+     * the candidates from the penalised row and take the best min_keep. */
+    int32_t total = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (s->row[i] != -INFINITY) cand[total++] = (nx_cand){s->row[i], i};
+    qsort(cand, (size_t)total, sizeof *cand, cmp_cand);
+    *n = NX_MIN(min_keep, total);
+    *sorted = true;
+}
+
+bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err) {
+    const nx_sampler_params *p = &s->params;
+    const int32_t V = s->n_vocab;
+    if (out->cap < V) return nx_fail(err, "sampler: distribution capacity %d is below the vocabulary size %d", out->cap, V);
+    if (!check_row(logits, V, err)) return false;
+    s->row = logits;
+    if (penalties_active(p) && s->n_hist > 0) {
+        memcpy(s->work, logits, (size_t)V * sizeof *s->work);
+        if (!apply_penalties(s, err)) return false;
+        s->row = s->work;
+    }
+
+    if (p->temp <= 0.0f) { /* greedy: point mass on the argmax, ties to the lowest id */
+        out->ids[0] = nx_argmax(s->row, V);
+        out->probs[0] = 1.0f;
+        out->n = 1;
+        return true;
+    }
+
+    const int32_t min_keep = NX_MAX(1, p->min_keep);
+    int32_t n;
+    bool sorted;
+    if (p->top_k > 0 && p->top_k < V) {
+        n = select_top_row(s->row, V, p->top_k, s->cand);
+        sorted = true;
+    } else {
+        n = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (s->row[i] != -INFINITY) s->cand[n++] = (nx_cand){s->row[i], i};
+        sorted = false;
+    }
+    /* n >= 1: check_row found a finite logit and penalties keep finite logits finite. */
+    if (p->top_p < 1.0f) apply_top_p(s, &n, &sorted, min_keep);
+    if (p->min_p > 0.0f) apply_min_p(s, &n, &sorted, min_keep);
+    softmax_to_dist(s->cand, n, p->temp, out);
+    return true;
+}
+
+int32_t nx_sampler_draw(nx_sampler *s, const nx_dist *d) {
+    if (d->n <= 0) return -1;
+    if (d->n == 1) return d->ids[0];
+    double total = 0.0;
+    for (int32_t i = 0; i < d->n; i++) total += d->probs[i];
+    double target = nx_sampler_uniform(s) * total, cum = 0.0;
+    int32_t last_positive = 0;
+    for (int32_t i = 0; i < d->n; i++) {
+        if (d->probs[i] <= 0.0f) continue;
+        cum += d->probs[i];
+        last_positive = i;
+        if (cum > target) return d->ids[i];
+    }
+    return d->ids[last_positive]; /* rounding left target just above the running sum */
+}
+
+bool nx_sampler_sample(nx_sampler *s, const float *logits, int32_t *token, nx_err *err) {
+    if (!nx_sampler_dist(s, logits, &s->own, err)) return false;
+    *token = nx_sampler_draw(s, &s->own);
+    return true;
+}
+
+/* ---- speculative sampling ------------------------------------------------------------------ */
+
+bool nx_dist_residual(nx_sampler *s, const nx_dist *p, const nx_dist *q, nx_dist *out, nx_err *err) {
+    if (out == p || out == q) return nx_fail(err, "sampler: residual output must not alias p or q");
+    if (out->cap < p->n) return nx_fail(err, "sampler: residual capacity %d is below %d entries", out->cap, p->n);
+    for (int32_t i = 0; i < q->n; i++) {
+        if (q->ids[i] < 0 || q->ids[i] >= s->n_vocab)
+            return nx_fail(err, "sampler: draft distribution has token id %d outside [0, %d)", q->ids[i], s->n_vocab);
+        s->dense[q->ids[i]] += q->probs[i];
+    }
+    double total = 0.0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        int32_t id = p->ids[i];
+        if (id < 0 || id >= s->n_vocab) {
+            for (int32_t j = 0; j < q->n; j++) s->dense[q->ids[j]] = 0.0f;
+            return nx_fail(err, "sampler: target distribution has token id %d outside [0, %d)", id, s->n_vocab);
+        }
+        float r = p->probs[i] - s->dense[id];
+        if (r > 0.0f) {
+            out->ids[n] = id;
+            out->probs[n++] = r;
+            total += r;
+        }
+    }
+    for (int32_t j = 0; j < q->n; j++) s->dense[q->ids[j]] = 0.0f; /* keep the scratch zero */
+    if (total <= 0.0) { /* p == q (up to rounding): the residual is undefined, p is the answer */
+        memcpy(out->ids, p->ids, (size_t)p->n * sizeof *out->ids);
+        memcpy(out->probs, p->probs, (size_t)p->n * sizeof *out->probs);
+        out->n = p->n;
+        return true;
+    }
+    for (int32_t i = 0; i < n; i++) out->probs[i] = (float)(out->probs[i] / total);
+    out->n = n;
+    return true;
+}
+
+bool nx_sampler_spec_accept(nx_sampler *s, const nx_dist *p, const nx_dist *q, int32_t draft,
+                            nx_dist *scratch, int32_t *token, bool *accepted, nx_err *err) {
+    float qd = nx_dist_prob(q, draft);
+    if (!(qd > 0.0f))
+        return nx_fail(err, "sampler: draft token %d has probability 0 under the draft distribution "
+                            "(it cannot have been sampled from it)", draft);
+    float pd = nx_dist_prob(p, draft);
+    /* accept with probability min(1, p/q): u in [0, 1) so pd >= qd always accepts */
+    if (pd >= qd || nx_sampler_uniform(s) < (double)pd / (double)qd) {
+        *token = draft;
+        *accepted = true;
+        return true;
+    }
+    if (!nx_dist_residual(s, p, q, scratch, err)) return false;
+    *token = nx_sampler_draw(s, scratch);
+    *accepted = false;
+    return true;
+}

@@ -1,0 +1,120 @@
+/* sample.h - turning a row of logits into a token: penalties, top-k, top-p, min-p, temperature,
+ * and a seeded draw; plus the pieces exact speculative sampling needs.
+ *
+ * Order of operations (llama.cpp's default chain in common/sampling.cpp):
+ *     penalties -> top-k -> top-p -> min-p -> temperature -> draw
+ *   - penalties (repeat / frequency / presence) use the counts of each token among the last
+ *     `penalty_last_n` accepted tokens; repeat divides a positive logit and multiplies a
+ *     non-positive one (so a penalty always lowers the token); then
+ *     logit -= count * freq + (count > 0) * presence.
+ *   - top-k keeps the k largest logits (k <= 0: off).
+ *   - top-p keeps the smallest prefix, by descending probability (softmax of the logits left,
+ *     before temperature), whose cumulative probability reaches p (p >= 1: off).
+ *   - min-p keeps tokens with probability >= min_p * p_max, i.e. logit >= max + log(min_p)
+ *     (min_p <= 0: off).  Like top-p it looks at the logits before temperature.
+ *   - temperature divides the logits; temp <= 0 means greedy: the distribution is a point
+ *     mass on the largest (penalised) logit, ties going to the lowest token id.
+ *   Every filter keeps at least max(1, min_keep) tokens.  Tokens whose logit is -inf are never
+ *   candidates (they have probability 0).  Ties in logit are always ordered by lower id first,
+ *   so results do not depend on the selection algorithm.
+ *
+ * The processed distribution (nx_dist) is what `sample` draws from, exposed so that the
+ * speculative driver can compare a target distribution p with a draft distribution q:
+ * accept a draft token d with probability min(1, p(d)/q(d)), otherwise draw from the
+ * normalised residual max(0, p - q) (nx_sampler_spec_accept does exactly that).
+ *
+ * State: a sampler owns its RNG (xoshiro256**, seeded through splitmix64) and the penalty
+ * history; there is no global state, so samplers of different sequences are independent.
+ * A sampler is not thread-safe; use one per sequence (or per thread).
+ */
+#ifndef NX_SAMPLE_H
+#define NX_SAMPLE_H
+
+#include "base/common.h"
+
+typedef struct nx_sampler_params {
+    float    temp;             /* <= 0: greedy.                          default 0.8 */
+    int32_t  top_k;            /* <= 0: off.                             default 40 */
+    float    top_p;            /* in [0, 1]; 1: off.                     default 0.95 */
+    float    min_p;            /* in [0, 1]; 0: off.                     default 0.05 */
+    int32_t  min_keep;         /* every filter keeps >= max(1, min_keep) default 0 */
+    int32_t  penalty_last_n;   /* window of accepted tokens; 0: off.     default 64 */
+    float    penalty_repeat;   /* > 0; 1: off.                           default 1.0 */
+    float    penalty_freq;     /* 0: off.                                default 0.0 */
+    float    penalty_present;  /* 0: off.                                default 0.0 */
+    uint64_t seed;             /* RNG seed.                              default 0 */
+} nx_sampler_params;
+
+/* llama.cpp's defaults (see above). */
+nx_sampler_params nx_sampler_default_params(void);
+/* Greedy: temp 0, every filter and penalty off. */
+nx_sampler_params nx_sampler_greedy_params(void);
+
+/* A processed distribution: n entries (ids[i], probs[i]) with probs summing to 1 (within float
+ * rounding) and every prob > 0 except possibly through underflow.  Entries are sorted by
+ * descending probability, ties by lower id, whenever a truncation (top-k / top-p / min-p) or
+ * greedy is active; with no truncation the entries are all finite-logit tokens in id order
+ * (sorting the whole vocabulary for every token would cost more than the draw).
+ * Storage is owned by the nx_dist (capacity n_vocab), so a caller can keep p and q at once. */
+typedef struct nx_dist {
+    int32_t  n;
+    int32_t  cap;
+    int32_t *ids;
+    float   *probs;
+} nx_dist;
+
+bool nx_dist_init(nx_dist *d, int32_t n_vocab, nx_err *err);
+void nx_dist_free(nx_dist *d);
+/* Probability of token id in d (0 if absent).  O(n). */
+float nx_dist_prob(const nx_dist *d, int32_t id);
+
+typedef struct nx_sampler nx_sampler;
+
+/* Checks the parameters (errors name the field and the allowed range). */
+bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err);
+bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_params *p, nx_err *err);
+void nx_sampler_free(nx_sampler *s);
+const nx_sampler_params *nx_sampler_get_params(const nx_sampler *s);
+int32_t nx_sampler_n_vocab(const nx_sampler *s);
+
+/* Forgets the penalty history and re-seeds the RNG with params.seed. */
+void nx_sampler_reset(nx_sampler *s);
+
+/* Penalty history.  `accept` records a token (prompt tokens too, if the caller wants them
+ * penalised, as llama-cli does); `rollback` forgets the last n accepted tokens, restoring the
+ * window exactly as it was (for speculative decoding).  Accept fails only on a bad id or OOM. */
+bool    nx_sampler_accept(nx_sampler *s, int32_t token, nx_err *err);
+void    nx_sampler_rollback(nx_sampler *s, int32_t n);
+int32_t nx_sampler_n_accepted(const nx_sampler *s);
+
+/* Runs the chain on one row of n_vocab logits (not modified) and writes the final
+ * distribution.  Fails with a clear message when a logit is NaN or +inf, or when every logit
+ * is -inf. */
+bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err);
+
+/* Draws a token from a distribution with the sampler's RNG (inverse CDF over the entries
+ * in order; never returns an entry of probability 0). */
+int32_t nx_sampler_draw(nx_sampler *s, const nx_dist *d);
+
+/* dist + draw.  Greedy (temp <= 0) does not consume randomness. */
+bool nx_sampler_sample(nx_sampler *s, const float *logits, int32_t *token, nx_err *err);
+
+/* Plain argmax with ties to the lowest id; -1 if every logit is -inf or the row has a NaN. */
+int32_t nx_argmax(const float *logits, int32_t n);
+
+/* A uniform double in [0, 1) from the sampler's RNG. */
+double nx_sampler_uniform(nx_sampler *s);
+
+/* out = normalised max(0, p - q).  If p - q has no positive mass (p == q), out = p.
+ * out must have capacity n_vocab and must not alias p or q. */
+bool nx_dist_residual(nx_sampler *s, const nx_dist *p, const nx_dist *q, nx_dist *out, nx_err *err);
+
+/* One step of exact speculative sampling: given the target distribution p, the draft
+ * distribution q, and a draft token sampled from q, accept it with probability
+ * min(1, p(draft)/q(draft)); else draw *token from the residual max(0, p - q).
+ * *accepted says which happened (when accepted, *token = draft).  `scratch` is a dist of
+ * capacity n_vocab used for the residual.  The output follows p exactly. */
+bool nx_sampler_spec_accept(nx_sampler *s, const nx_dist *p, const nx_dist *q, int32_t draft,
+                            nx_dist *scratch, int32_t *token, bool *accepted, nx_err *err);
+
+#endif

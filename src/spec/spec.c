@@ -1,0 +1,794 @@
+/* spec.c - MTP speculative decoding driver (see spec.h for the data flow and invariants). */
+#include "spec/spec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NX_SPEC_MAX_DRAFT 16  /* draft_max limit (snapshot slots cost memory per slot) */
+#define MIRROR_CAP 64         /* backlog rows kept while not drafting (older ones are dropped) */
+#define RESEED_ROWS 16        /* rows a stale MTP cache is re-seeded with */
+#define PREFILL_CHUNK 512
+#define PROBE_MIN 16          /* plain steps between one-draft probes, after an accepted probe */
+#define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
+
+typedef struct seq_state {
+    bool active;
+    int32_t id_last;          /* last emitted token, not yet decoded by the target */
+    float *pending_h;         /* [E] target hidden of position n_past - 1 (zeros at start) */
+    float *chain_h;           /* [E] MTP hout of the previous draft pass */
+    int32_t n_mir;            /* mirror backlog rows */
+    int32_t base;             /* MTP position = target position - base (see stale) */
+    bool stale;               /* backlog rows were dropped: the MTP cache has a gap and is rebuilt
+                               * from the last RESEED_ROWS rows at the next drafting pass, with
+                               * base = the target position of the first of them.  RoPE is
+                               * relative, so renumbered positions attend exactly as before;
+                               * only the older context is lost (draft quality, not correctness). */
+    int32_t *mir_tok;         /* [mir_cap] */
+    float *mir_h;             /* [mir_cap][E] */
+    nx_sampler *smp;
+    bool greedy;              /* this sequence's sampler has temperature 0 */
+    nx_dist *q;               /* [draft_max] draft distributions (T > 0) */
+    int32_t draft[NX_SPEC_MAX_DRAFT];
+    int32_t n_draft;
+    int32_t cap;              /* draft length allowed this step */
+    bool drafting;            /* still drafting in this step */
+    bool ran_mtp;             /* pass 0 ran this step: the MTP holds (id_last, pending_h) at n_past */
+    int32_t row;              /* row of this sequence in the current batch */
+    int32_t *oracle;
+    int32_t n_oracle;
+    bool prefilling;          /* nx_spec_prefill_seq_part started and has not finished the prompt */
+    int32_t pf_next;          /* ... prompt tokens decoded so far */
+} seq_state;
+
+struct nx_spec {
+    nx_ctx *tgt;
+    nx_mtp *mtp;
+    nx_spec_params p;
+    int32_t n_seq, E, V, n_ctx, mir_cap;
+    seq_state *seq;
+    nx_dist pd, scratch;
+    float *dfull;             /* [V] draft logits scattered to token ids when the MTP head has a
+                               * reduced vocabulary; the other ids stay -inf for good */
+    /* batch scratch */
+    int32_t cap_rows;
+    int32_t *b_tok, *b_pos, *b_seq;
+    int8_t *b_lg;
+    float *b_h;
+    /* cost model */
+    double t_pass;            /* EMA seconds of one MTP draft pass with one row per sequence */
+    int32_t n_pass;           /* samples so far (see ema) */
+    double t_pass0;           /* EMA seconds of pass 0 while drafting continuously: it also writes
+                               * the previous step's accepted rows (<= draft_max + 1 per sequence) */
+    int32_t n_pass0;
+    double t_ver[NX_SPEC_MAX_DRAFT + 2]; /* EMA seconds of a verify with n rows per sequence */
+    int32_t n_ver[NX_SPEC_MAX_DRAFT + 2];
+    double acc_succ, acc_trials; /* decayed counts for the per-token acceptance */
+    int32_t plain_run, probe;
+    int32_t warm_steps;       /* measuring steps done (see choose_N) */
+    int32_t explore_run;      /* drafting steps since one drafted more than the model chose */
+    bool cpu_clock;           /* cost samples in this thread's CPU seconds (one-thread pool), else wall */
+    nx_spec_cost_fn cost_fn;  /* tests: synthetic pass costs instead of the clock (NULL = clock) */
+    void *cost_user;
+    bool probing;
+    int32_t next_N;
+    nx_spec_stats st;
+};
+
+nx_spec_params nx_spec_default_params(void) {
+    nx_spec_params p = {.draft_max = 3, .draft_min = 0, .draft_p_min = 0.0f, .adaptive = true,
+                        .sampling = nx_sampler_greedy_params()};
+    return p;
+}
+
+static void free_seq(seq_state *q, int32_t draft_max) {
+    nx_free_aligned(q->pending_h);
+    nx_free_aligned(q->chain_h);
+    nx_free_aligned(q->mir_h);
+    free(q->mir_tok);
+    nx_sampler_free(q->smp);
+    if (q->q)
+        for (int i = 0; i < draft_max; i++) nx_dist_free(&q->q[i]);
+    free(q->q);
+    free(q->oracle);
+}
+
+void nx_spec_free(nx_spec *s) {
+    if (!s) return;
+    if (s->seq)
+        for (int i = 0; i < s->n_seq; i++) free_seq(&s->seq[i], s->p.draft_max);
+    free(s->seq);
+    nx_dist_free(&s->pd);
+    nx_dist_free(&s->scratch);
+    nx_free_aligned(s->dfull);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_lg);
+    nx_free_aligned(s->b_h);
+    free(s);
+}
+
+bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_params *p, nx_err *err) {
+    *out = NULL;
+    const nx_ctx_params *cp = nx_ctx_params_of(target);
+    const nx_hparams *hp = &nx_ctx_model(target)->hp;
+    if (p->draft_max < 0 || p->draft_max > NX_SPEC_MAX_DRAFT)
+        return nx_fail(err, "--draft-max %d out of range (0..%d)", p->draft_max, NX_SPEC_MAX_DRAFT);
+    if (p->draft_min < 0 || p->draft_min > p->draft_max)
+        return nx_fail(err, "--draft-min %d out of range (0..draft-max = %d)", p->draft_min, p->draft_max);
+    if (!(p->draft_p_min >= 0.0f && p->draft_p_min <= 1.0f))
+        return nx_fail(err, "--draft-p-min %g out of range (0..1)", (double)p->draft_p_min);
+    if (!nx_sampler_params_check(&p->sampling, err)) return false;
+    if (mtp) {
+        if (cp->n_snapshots < p->draft_max)
+            return nx_fail(err, "speculative decoding: the target context has %d recurrent snapshot slots, draft-max %d "
+                           "needs %d", cp->n_snapshots, p->draft_max, p->draft_max);
+        if (nx_ctx_params_of(nx_mtp_ctx(mtp))->n_seq < cp->n_seq || nx_ctx_params_of(nx_mtp_ctx(mtp))->n_ctx < cp->n_ctx)
+            return nx_fail(err, "speculative decoding: the MTP context is smaller than the target context");
+        if (nx_mtp_n_embd(mtp) != (int32_t)hp->n_embd || nx_mtp_n_vocab(mtp) != (int32_t)hp->n_vocab)
+            return nx_fail(err, "speculative decoding: MTP and target sizes differ");
+    }
+    nx_spec *s = nx_calloc(1, sizeof *s, "speculative driver", err);
+    if (!s) return false;
+    s->tgt = target;
+    s->cpu_clock = nx_ctx_n_threads(target) == 1;
+    s->mtp = mtp;
+    s->p = *p;
+    if (!mtp) s->p.draft_max = 0;
+    s->n_seq = cp->n_seq;
+    s->E = (int32_t)hp->n_embd;
+    s->V = (int32_t)hp->n_vocab;
+    s->n_ctx = cp->n_ctx;
+    s->mir_cap = MIRROR_CAP + s->p.draft_max + 2;
+    s->probe = PROBE_MIN;
+    const size_t E = (size_t)s->E;
+    s->seq = nx_calloc((size_t)s->n_seq, sizeof *s->seq, "speculative driver", err);
+    if (!s->seq || !nx_dist_init(&s->pd, s->V, err) || !nx_dist_init(&s->scratch, s->V, err)) goto fail;
+    for (int i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        nx_sampler_params sp = p->sampling;
+        sp.seed = p->sampling.seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL; /* independent streams */
+        q->pending_h = nx_alloc_aligned(E * sizeof(float), "pending hidden", err);
+        q->chain_h = q->pending_h ? nx_alloc_aligned(E * sizeof(float), "draft hidden", err) : NULL;
+        q->mir_h = q->chain_h ? nx_alloc_aligned((size_t)s->mir_cap * E * sizeof(float), "mirror rows", err) : NULL;
+        q->mir_tok = q->mir_h ? nx_malloc((size_t)s->mir_cap * sizeof *q->mir_tok, "mirror rows", err) : NULL;
+        if (!q->mir_tok || !nx_sampler_create(&q->smp, s->V, &sp, err)) goto fail;
+        q->greedy = sp.temp <= 0.0f;
+        memset(q->pending_h, 0, E * sizeof(float));
+        if (s->p.draft_max > 0) {
+            q->q = nx_calloc((size_t)s->p.draft_max, sizeof *q->q, "draft distributions", err);
+            if (!q->q) goto fail;
+            for (int j = 0; j < s->p.draft_max; j++)
+                if (!nx_dist_init(&q->q[j], s->V, err)) goto fail;
+        }
+    }
+    s->cap_rows = NX_MAX(PREFILL_CHUNK, s->n_seq * (s->mir_cap + 1));
+    s->b_tok = nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err);
+    s->b_pos = s->b_tok ? nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err) : NULL;
+    s->b_seq = s->b_pos ? nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err) : NULL;
+    s->b_lg = s->b_seq ? nx_malloc((size_t)s->cap_rows, "batch", err) : NULL;
+    s->b_h = s->b_lg ? nx_alloc_aligned((size_t)s->cap_rows * E * sizeof(float), "batch", err) : NULL;
+    if (!s->b_h) goto fail;
+    if (mtp && nx_mtp_logit_ids(mtp)) {
+        s->dfull = nx_alloc_aligned((size_t)s->V * sizeof(float), "draft logits", err);
+        if (!s->dfull) goto fail;
+        for (int32_t i = 0; i < s->V; i++) s->dfull[i] = -INFINITY;
+    }
+    s->next_N = s->p.draft_max;
+    *out = s;
+    return true;
+fail:
+    nx_spec_free(s);
+    return false;
+}
+
+void nx_spec_set_active(nx_spec *s, int32_t seq, bool active) {
+    if (seq >= 0 && seq < s->n_seq) s->seq[seq].active = active;
+}
+bool nx_spec_active(const nx_spec *s, int32_t seq) { return seq >= 0 && seq < s->n_seq && s->seq[seq].active; }
+const nx_spec_stats *nx_spec_get_stats(const nx_spec *s) { return &s->st; }
+void nx_spec_reset_stats(nx_spec *s) { memset(&s->st, 0, sizeof s->st); }
+int32_t nx_spec_current_draft(const nx_spec *s) { return s->next_N; }
+void nx_spec_set_cost_fn(nx_spec *s, nx_spec_cost_fn fn, void *user) {
+    s->cost_fn = fn;
+    s->cost_user = user;
+}
+int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts) {
+    if (seq < 0 || seq >= s->n_seq) {
+        *drafts = NULL;
+        return 0;
+    }
+    *drafts = s->seq[seq].draft;
+    return s->seq[seq].n_draft;
+}
+
+bool nx_spec_check(const nx_spec *s, nx_err *err) {
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        const seq_state *q = &s->seq[i];
+        if (!q->active || !s->mtp) continue;
+        int32_t t = nx_ctx_n_past(s->tgt, i), m = nx_mtp_n_past(s->mtp, i);
+        if (q->stale ? q->n_mir > s->mir_cap : m + q->n_mir != t - q->base)
+            return nx_fail(err, "sequence %d: MTP cache %d + backlog %d != target positions %d - base %d", i, m,
+                           q->n_mir, t, q->base);
+    }
+    return true;
+}
+
+bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "oracle: sequence %d out of range", seq);
+    seq_state *q = &s->seq[seq];
+    if (!q->greedy) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
+    free(q->oracle);
+    q->oracle = nx_malloc((size_t)NX_MAX(n, 1) * sizeof *q->oracle, "oracle tokens", err);
+    if (!q->oracle) return false;
+    memcpy(q->oracle, tokens, (size_t)n * sizeof *tokens);
+    q->n_oracle = n;
+    return true;
+}
+
+/* ---- prefill -------------------------------------------------------------------------------- */
+
+/* MTP pass over the target batch just decoded: same tokens/positions, hidden shifted by one
+ * row within each sequence, the first row of a sequence gets its pending_h.  Updates pending_h. */
+static bool mirror_batch(nx_spec *s, int32_t n, nx_err *err) {
+    const size_t E = (size_t)s->E;
+    const float *hid = nx_ctx_hidden(s->tgt);
+    for (int32_t t = 0; t < n; t++) {
+        seq_state *q = &s->seq[s->b_seq[t]];
+        memcpy(s->b_h + (size_t)t * E, q->pending_h, E * sizeof(float));
+        memcpy(q->pending_h, hid + (size_t)t * E, E * sizeof(float));
+    }
+    if (!s->mtp) return true;
+    memset(s->b_lg, 0, (size_t)n);
+    s->st.mtp_rows += n;
+    return nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err);
+}
+
+/* Forgets everything the driver keeps for sequence i (not its caches). */
+static void reset_seq(nx_spec *s, seq_state *q) {
+    q->active = false;
+    q->n_mir = 0;
+    q->base = 0;
+    q->stale = false;
+    q->n_draft = 0;
+    q->prefilling = false;
+    q->pf_next = 0;
+    memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
+    nx_sampler_reset(q->smp);
+}
+
+static bool check_prompt(const nx_spec *s, int32_t seq, int32_t n_prompt, nx_err *err) {
+    if (n_prompt <= 0) return nx_fail(err, "prefill: sequence %d has an empty prompt", seq);
+    if (n_prompt >= s->n_ctx)
+        return nx_fail(err, "prefill: prompt of sequence %d has %d tokens, the context holds %d", seq, n_prompt,
+                       s->n_ctx);
+    if (nx_ctx_n_past(s->tgt, seq) != 0 || (s->mtp && nx_mtp_n_past(s->mtp, seq) != 0))
+        return nx_fail(err, "prefill: sequence %d is not empty", seq);
+    return true;
+}
+
+/* Decodes the prompts of sequences seqs[0..n) (reset, empty) in batched chunks, mirrors them
+ * into the MTP cache, samples each one's first token into first[k] and activates it. */
+static bool prefill_seqs(nx_spec *s, int32_t n, const int32_t *seqs, const int32_t *const *prompt,
+                         const int32_t *n_prompt, int32_t *first, nx_err *err) {
+    double t0 = nx_time_s();
+    int32_t k = 0, pi = 0;
+    while (k < n) {
+        int32_t rows = 0;
+        while (rows < PREFILL_CHUNK && k < n) {
+            seq_state *q = &s->seq[seqs[k]];
+            if (s->p.penalize_prompt && !nx_sampler_accept(q->smp, prompt[k][pi], err)) return false;
+            s->b_tok[rows] = prompt[k][pi];
+            s->b_pos[rows] = pi;
+            s->b_seq[rows] = seqs[k];
+            s->b_lg[rows] = pi == n_prompt[k] - 1;
+            if (s->b_lg[rows]) q->row = k; /* which first[] slot this sequence fills */
+            rows++;
+            if (++pi == n_prompt[k]) {
+                k++;
+                pi = 0;
+            }
+        }
+        nx_batch b = {rows, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+        if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
+        for (int32_t t = 0; t < rows; t++) {
+            if (!s->b_lg[t]) continue;
+            seq_state *q = &s->seq[s->b_seq[t]];
+            int32_t *f = &first[q->row];
+            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, t), f, err) || !nx_sampler_accept(q->smp, *f, err))
+                return false;
+            q->id_last = *f;
+            q->active = true;
+        }
+        if (!mirror_batch(s, rows, err)) return nx_fail_prefix(err, "prefill MTP mirror");
+    }
+    s->st.t_prefill += nx_time_s() - t0;
+    return true;
+}
+
+bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, const int32_t *n_prompt,
+                     int32_t *first, nx_err *err) {
+    if (n_seq <= 0 || n_seq > s->n_seq)
+        return nx_fail(err, "prefill: %d sequences (the context has %d)", n_seq, s->n_seq);
+    for (int32_t i = 0; i < n_seq; i++)
+        if (!check_prompt(s, i, n_prompt[i], err)) return false;
+    int32_t *seqs = nx_malloc((size_t)n_seq * sizeof *seqs, "prefill", err);
+    if (!seqs) return false;
+    for (int32_t i = 0; i < s->n_seq; i++) reset_seq(s, &s->seq[i]);
+    for (int32_t i = 0; i < n_seq; i++) seqs[i] = i;
+    bool ok = prefill_seqs(s, n_seq, seqs, prompt, n_prompt, first, err);
+    free(seqs);
+    return ok;
+}
+
+/* Checks a sequence about to be prefilled alone and installs its sampler; a refusal leaves the
+ * sequence as it was. */
+static bool start_seq(nx_spec *s, int32_t seq, int32_t n_prompt, const nx_sampler_params *sampling, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "prefill: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    if (s->seq[seq].active) return nx_fail(err, "prefill: sequence %d is active", seq);
+    if (!check_prompt(s, seq, n_prompt, err)) return false;
+    seq_state *q = &s->seq[seq];
+    if (sampling) {
+        if (sampling->temp > 0.0f && q->oracle) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
+        nx_sampler *smp;
+        if (!nx_sampler_create(&smp, s->V, sampling, err)) return false;
+        nx_sampler_free(q->smp);
+        q->smp = smp;
+        q->greedy = sampling->temp <= 0.0f;
+    }
+    reset_seq(s, q);
+    return true;
+}
+
+bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt,
+                         const nx_sampler_params *sampling, int32_t *first, nx_err *err) {
+    if (seq >= 0 && seq < s->n_seq && s->seq[seq].prefilling)
+        return nx_fail(err, "prefill: sequence %d is being prefilled in parts", seq);
+    if (!start_seq(s, seq, n_prompt, sampling, err)) return false;
+    return prefill_seqs(s, 1, &seq, &prompt, &n_prompt, first, err);
+}
+
+bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt, int32_t max_rows,
+                              const nx_sampler_params *sampling, int32_t *first, bool *done, nx_err *err) {
+    *done = false;
+    if (max_rows < 1) return nx_fail(err, "prefill: %d rows per part (at least 1)", max_rows);
+    if (seq < 0 || seq >= s->n_seq || !s->seq[seq].prefilling) {
+        if (!start_seq(s, seq, n_prompt, sampling, err)) return false;
+        s->seq[seq].prefilling = true;
+    }
+    seq_state *q = &s->seq[seq];
+    if (n_prompt <= q->pf_next || nx_ctx_n_past(s->tgt, seq) != q->pf_next)
+        return nx_fail(err, "prefill: sequence %d has %d prompt tokens decoded, the prompt passed has %d (pass the "
+                       "same prompt to every part)", seq, q->pf_next, n_prompt);
+    const double t0 = nx_time_s();
+    const int32_t end = NX_MIN(n_prompt, q->pf_next + max_rows);
+    while (q->pf_next < end) {
+        const int32_t rows = NX_MIN((int32_t)PREFILL_CHUNK, end - q->pf_next);
+        for (int32_t r = 0; r < rows; r++) {
+            const int32_t p = q->pf_next + r;
+            if (s->p.penalize_prompt && !nx_sampler_accept(q->smp, prompt[p], err)) return false;
+            s->b_tok[r] = prompt[p];
+            s->b_pos[r] = p;
+            s->b_seq[r] = seq;
+            s->b_lg[r] = p == n_prompt - 1;
+        }
+        nx_batch b = {rows, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+        if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
+        if (s->b_lg[rows - 1]) {
+            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, rows - 1), first, err) ||
+                !nx_sampler_accept(q->smp, *first, err))
+                return false;
+            q->id_last = *first;
+        }
+        if (!mirror_batch(s, rows, err)) return nx_fail_prefix(err, "prefill MTP mirror");
+        q->pf_next += rows;
+    }
+    if (q->pf_next == n_prompt) {
+        q->prefilling = false;
+        q->pf_next = 0;
+        q->active = true;
+        *done = true;
+    }
+    s->st.t_prefill += nx_time_s() - t0;
+    return true;
+}
+
+bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    seq_state *q = &s->seq[seq];
+    reset_seq(s, q);
+    free(q->oracle);
+    q->oracle = NULL;
+    q->n_oracle = 0;
+    if (!nx_ctx_seq_clear(s->tgt, seq, err)) return false;
+    return !s->mtp || nx_mtp_clear(s->mtp, seq, err);
+}
+
+/* ---- cost model ---------------------------------------------------------------------------- */
+
+static double est_verify_raw(const nx_spec *s, int n) {
+    if (s->n_ver[n]) return s->t_ver[n];
+    int lo = -1, hi = -1;
+    for (int i = n - 1; i >= 1 && lo < 0; i--)
+        if (s->n_ver[i]) lo = i;
+    for (int i = n + 1; i <= s->p.draft_max + 1 && hi < 0; i++)
+        if (s->n_ver[i]) hi = i;
+    if (lo > 0 && hi > 0) return s->t_ver[lo] + (s->t_ver[hi] - s->t_ver[lo]) * (n - lo) / (hi - lo);
+    int k = lo > 0 ? lo : hi;
+    if (k < 0) return 0.0;
+    /* one measured point: assume each extra row costs 10% of a one-row pass (a prior) */
+    return s->t_ver[k] * (1.0 + 0.1 * (n - 1)) / (1.0 + 0.1 * (k - 1));
+}
+
+/* A verify of more rows never costs less than one of fewer (noise on a shared machine could
+ * make the raw estimates say otherwise and lure the model into drafting), nor more than the
+ * measured batches of m < n rows it could be split into (ceil(n/m) of them): that bounds an
+ * estimate inflated by noise for a row count that is then no longer chosen (and so no longer
+ * re-measured). */
+static double est_verify(const nx_spec *s, int n) {
+    double t = est_verify_raw(s, 1), hi = t;
+    for (int i = 2; i <= n; i++) {
+        hi = fmax(hi, est_verify_raw(s, i));
+        double c = hi;
+        for (int m = 1; m < i; m++)
+            if (s->n_ver[m]) c = fmin(c, s->t_ver[m] * (double)((i + m - 1) / m));
+        /* the bound must not undercut fewer rows (a plain 1-row step above all): with stale
+         * estimates (a 1-row cost measured under load, a 2-row one earlier) it could, and the
+         * model then drafts on although nothing is accepted */
+        t = fmax(t, c);
+    }
+    return t;
+}
+
+#define EXPLORE_EVERY 8
+#define WARM_DRAFTS 2
+#define EXPLORE_EXTRA 2
+
+/* The cost model's clock (see the comment at the samples in draft_all). */
+static double cost_clock(const nx_spec *s) { return s->cpu_clock ? nx_thread_time_s() : nx_time_s(); }
+
+static int32_t choose_N(nx_spec *s) {
+    s->probing = false;
+    if (!s->mtp || s->p.draft_max == 0) return 0;
+    if (!s->p.adaptive) return s->p.draft_max;
+    bool measured = false;
+    for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->n_ver[i];
+    /* measure first: two steps of (up to) WARM_DRAFTS drafts, so that every estimate the
+     * decision needs has a second sample replacing the cold first one (see ema).  3 was tried:
+     * on random weights (nothing accepted) the longer warm-up steps cost ~3 % of a 128-token
+     * run (tiny preset 0.94x -> 0.91x plain) */
+    if (s->warm_steps < 2 || !s->n_pass || !measured) {
+        s->warm_steps++;
+        return NX_MIN(WARM_DRAFTS, s->p.draft_max);
+    }
+    /* pass 0 (it also writes the accepted rows of the previous step), then 1-row passes */
+    const double t0 = s->n_pass0 ? s->t_pass0 : s->t_pass;
+    /* a weak prior (a quarter of a success in half a trial) so that a few rejections suffice */
+    const double a = (s->acc_succ + 0.25) / (s->acc_trials + 0.5);
+    int32_t best = 0;
+    /* speculation must beat plain decoding by 3% to be chosen: estimates are noisy */
+    double best_rate = 1.03 / est_verify(s, 1);
+    double tokens = 1.0, ai = 1.0;
+    for (int32_t n = 1; n <= s->p.draft_max; n++) {
+        ai *= a;
+        tokens += ai;
+        double rate = tokens / (t0 + (n - 1) * s->t_pass + est_verify(s, n + 1));
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = n;
+        }
+    }
+    if (best > 0) {
+        s->plain_run = 0;
+        /* explore: a verify-cost estimate is only refreshed when its draft length is used, so
+         * one that noise or a cold first pass made too high would never recover; every
+         * EXPLORE_EVERY-th drafting step drafts EXPLORE_EXTRA more.  On the demo model,
+         * exploring 1 more every 32 steps left the model at 1-2 drafts for most of a 128-token
+         * run (the 3- and 4-row costs stuck at their warm-up values) where 3 were faster. */
+        if (best < s->p.draft_max && ++s->explore_run >= EXPLORE_EVERY) {
+            s->explore_run = 0;
+            return NX_MIN(s->p.draft_max, best + EXPLORE_EXTRA);
+        }
+        return best;
+    }
+    if (++s->plain_run >= s->probe) {
+        s->plain_run = 0;
+        s->probing = true;
+        return 1;
+    }
+    return 0;
+}
+
+/* Exponential moving average.  The second sample replaces the first when it is smaller: the
+ * first pass of each kind carries one-time costs (scratch buffers growing, first-touch page
+ * faults) that would otherwise linger in the estimate and, for row counts that are then no
+ * longer chosen, never be corrected.  A sample is counted as at most twice the estimate: on a
+ * shared machine a pass preempted for milliseconds (10x its cost) is common, and one such
+ * spike would otherwise make an option look expensive for many steps, or for good if the
+ * option is then not chosen again; a lasting slowdown still raises the estimate by 20 % per
+ * sample. */
+static void ema(double *v, int32_t *n, double x) {
+    if (*n == 0) *v = x;
+    else if (*n == 1) *v = fmin(*v, x);
+    else *v = 0.8 * *v + 0.2 * fmin(x, 2.0 * *v);
+    (*n)++;
+}
+
+/* ---- drafting ------------------------------------------------------------------------------- */
+
+/* Chooses the next draft token of q from its MTP logits row (pass j).  Returns false with
+ * *stop when drafting should end without a token. */
+static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *logits, bool *stop, nx_err *err) {
+    const int32_t j = q->n_draft;
+    int32_t d;
+    double top;
+    *stop = false;
+    if (q->oracle) {
+        int32_t at = n_past + 1 + j;
+        if (at >= q->n_oracle) {
+            *stop = true;
+            return true;
+        }
+        d = q->oracle[at];
+        top = 1.0;
+    } else if (q->greedy) {
+        if (!nx_sampler_sample(q->smp, logits, &d, err)) return false;
+        top = 1.0;
+        if (s->p.draft_p_min > 0.0f) {
+            /* confidence: softmax of the raw logits at temperature 1 (O(V): only when asked) */
+            float mx = logits[0];
+            for (int32_t i = 1; i < s->V; i++) mx = logits[i] > mx ? logits[i] : mx;
+            double sum = 0.0;
+            for (int32_t i = 0; i < s->V; i++) sum += exp((double)logits[i] - mx);
+            top = exp((double)logits[d] - mx) / sum;
+        }
+    } else {
+        if (!nx_sampler_dist(q->smp, logits, &q->q[j], err)) return false;
+        d = nx_sampler_draw(q->smp, &q->q[j]);
+        top = 0.0;
+        for (int32_t i = 0; i < q->q[j].n; i++) top = fmax(top, q->q[j].probs[i]);
+    }
+    if (top < s->p.draft_p_min) {
+        *stop = true;
+        return true;
+    }
+    q->draft[q->n_draft++] = d;
+    /* the next draft's distribution sees d in the penalty history, like the target will */
+    return nx_sampler_accept(q->smp, d, err);
+}
+
+/* The MTP logits of a row over the whole vocabulary.  With a reduced draft vocabulary the K
+ * logits are scattered to their token ids; every other id keeps -inf, i.e. probability 0 under
+ * the sampler (sample.h), so q is the MTP softmax over the K tokens and 0 elsewhere, and the
+ * accept / residual rule stays exact (it holds for any q).  O(K). */
+static const float *draft_logits(nx_spec *s, int32_t row) {
+    const float *lg = nx_mtp_logits(s->mtp, row);
+    const int32_t *ids = nx_mtp_logit_ids(s->mtp);
+    if (!ids || !lg) return lg;
+    const int32_t K = nx_mtp_n_logits(s->mtp);
+    for (int32_t k = 0; k < K; k++) s->dfull[ids[k]] = lg[k];
+    return s->dfull;
+}
+
+static bool draft_all(nx_spec *s, nx_err *err) {
+    const size_t E = (size_t)s->E;
+    bool any = false;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        q->n_draft = 0;
+        q->ran_mtp = false;
+        q->drafting = q->active && q->cap > 0;
+        any = any || q->drafting;
+    }
+    if (!s->mtp || !any) return true;
+    for (int32_t pass = 0;; pass++) {
+        int32_t n = 0, n_drafting = 0, max_backlog = 0;
+        for (int32_t i = 0; i < s->n_seq; i++) {
+            seq_state *q = &s->seq[i];
+            if (pass == 0 && q->drafting) {
+                if (q->stale) {
+                    /* rebuild from the most recent rows only */
+                    const int32_t drop = q->n_mir > RESEED_ROWS ? q->n_mir - RESEED_ROWS : 0;
+                    memmove(q->mir_tok, q->mir_tok + drop, (size_t)(q->n_mir - drop) * sizeof *q->mir_tok);
+                    memmove(q->mir_h, q->mir_h + (size_t)drop * E, (size_t)(q->n_mir - drop) * E * sizeof(float));
+                    q->n_mir -= drop;
+                    if (!nx_mtp_clear(s->mtp, i, err)) return false;
+                    q->base = nx_ctx_n_past(s->tgt, i) - q->n_mir;
+                    q->stale = false;
+                }
+                /* the backlog first: target positions n_past - n_mir .. n_past - 1 */
+                int32_t p0 = nx_ctx_n_past(s->tgt, i) - q->n_mir - q->base;
+                max_backlog = NX_MAX(max_backlog, q->n_mir);
+                for (int32_t r = 0; r < q->n_mir; r++, n++) {
+                    s->b_tok[n] = q->mir_tok[r];
+                    s->b_pos[n] = p0 + r;
+                    s->b_seq[n] = i;
+                    s->b_lg[n] = 0;
+                    memcpy(s->b_h + (size_t)n * E, q->mir_h + (size_t)r * E, E * sizeof(float));
+                }
+                q->n_mir = 0;
+            }
+            if (!q->drafting) continue;
+            const int32_t n_past = nx_ctx_n_past(s->tgt, i);
+            s->b_tok[n] = pass == 0 ? q->id_last : q->draft[pass - 1];
+            s->b_pos[n] = n_past + pass - q->base;
+            s->b_seq[n] = i;
+            s->b_lg[n] = 1;
+            memcpy(s->b_h + (size_t)n * E, pass == 0 ? q->pending_h : q->chain_h, E * sizeof(float));
+            q->row = n++;
+            n_drafting++;
+            q->ran_mtp = true;
+        }
+        if (n == 0) break;
+        double t0 = nx_time_s(), c0 = cost_clock(s);
+        if (!nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err))
+            return nx_fail_prefix(err, "draft");
+        s->st.mtp_rows += n;
+        bool more = false;
+        for (int32_t i = 0; i < s->n_seq; i++) {
+            seq_state *q = &s->seq[i];
+            if (!q->drafting) continue;
+            bool stop;
+            if (!pick_draft(s, q, nx_ctx_n_past(s->tgt, i), draft_logits(s, q->row), &stop, err)) return false;
+            memcpy(q->chain_h, nx_mtp_hidden(s->mtp) + (size_t)q->row * E, E * sizeof(float));
+            if (stop || q->n_draft >= q->cap) q->drafting = false;
+            more = more || q->drafting;
+        }
+        double dt = nx_time_s() - t0, cdt = cost_clock(s) - c0;
+        if (s->cost_fn) dt = cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_DRAFT, n, 1);
+        s->st.t_draft += dt;
+        /* Cost model samples.  With a one-thread pool they are CPU seconds of this thread (the
+         * stats stay wall-clock): on a shared machine a pass preempted for a few milliseconds is
+         * common, and wall-clock samples made the longer (more often preempted) verifies look
+         * expensive, so the model drafted less than it should; preemption does not depend on the
+         * draft length.  With more threads the driver thread's CPU time misses the workers'
+         * share (and its waits), and in 1 of 8 `-t 2` runs on the demo model the model then went
+         * plain for most of the run; there the samples stay wall-clock.  A pass with one row per
+         * sequence is a plain draft pass.  Pass 0
+         * also writes the backlog: while drafting continuously that is the previous step's
+         * accepted rows (a real cost of drafting, kept apart); after a plain stretch it is a
+         * catch-up of up to MIRROR_CAP rows, caused by the plain steps and not representative
+         * of drafting, so it is not sampled (sampling it made plain stretches look like
+         * expensive drafting and kept the model in plain mode). */
+        if (n == n_drafting || s->n_pass == 0) ema(&s->t_pass, &s->n_pass, cdt);
+        else if (pass == 0 && max_backlog <= s->p.draft_max + 1) ema(&s->t_pass0, &s->n_pass0, cdt);
+        if (!more) break;
+    }
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        if (!q->ran_mtp) continue;
+        /* forget the draft rows; (id_last, pending_h) at n_past is a true mirror row and stays */
+        if (!nx_mtp_truncate(s->mtp, i, nx_ctx_n_past(s->tgt, i) + 1 - q->base, err)) return false;
+        nx_sampler_rollback(q->smp, q->n_draft);
+        if (q->n_draft < s->p.draft_min) q->n_draft = 0;
+    }
+    return true;
+}
+
+/* ---- a step -------------------------------------------------------------------------------- */
+
+/* Appends a backlog row; when the backlog is full the oldest row is dropped and the MTP cache
+ * becomes stale (it will be re-seeded when drafting resumes). */
+static void push_mirror(nx_spec *s, seq_state *q, int32_t tok, const float *h) {
+    const size_t E = (size_t)s->E;
+    if (q->n_mir == s->mir_cap) {
+        memmove(q->mir_tok, q->mir_tok + 1, (size_t)(q->n_mir - 1) * sizeof *q->mir_tok);
+        memmove(q->mir_h, q->mir_h + E, (size_t)(q->n_mir - 1) * E * sizeof(float));
+        q->n_mir--;
+        q->stale = true;
+    }
+    q->mir_tok[q->n_mir] = tok;
+    memcpy(q->mir_h + (size_t)q->n_mir * E, h, E * sizeof(float));
+    q->n_mir++;
+}
+
+static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_err *err) {
+    seq_state *q = &s->seq[i];
+    const size_t E = (size_t)s->E;
+    int32_t k = 0, tok = -1;
+    bool rejected = false;
+    for (; k < q->n_draft; k++) {
+        const float *lg = nx_ctx_logits(s->tgt, q->row + k);
+        bool acc;
+        if (q->greedy) {
+            if (!nx_sampler_sample(q->smp, lg, &tok, err)) return false;
+            acc = tok == q->draft[k];
+        } else {
+            if (!nx_sampler_dist(q->smp, lg, &s->pd, err) ||
+                !nx_sampler_spec_accept(q->smp, &s->pd, &q->q[k], q->draft[k], &s->scratch, &tok, &acc, err))
+                return false;
+        }
+        if (!acc) {
+            rejected = true;
+            break;
+        }
+        if (!nx_sampler_accept(q->smp, q->draft[k], err)) return false;
+        out[k] = q->draft[k];
+    }
+    if (!rejected && !nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, q->row + q->n_draft), &tok, err)) return false;
+    if (!nx_sampler_accept(q->smp, tok, err)) return false;
+    out[k] = tok;
+    *n_out = k + 1;
+    /* acceptance statistics: k successes out of k (+1 if a draft was rejected) trials */
+    if (q->n_draft > 0) {
+        s->acc_succ = 0.97 * s->acc_succ + k;
+        s->acc_trials = 0.97 * s->acc_trials + k + (rejected ? 1 : 0);
+        s->st.spec_steps++;
+        s->st.drafted += q->n_draft;
+        s->st.accepted += k;
+    }
+    /* target: keep [id_last, d1..dk] */
+    if (!nx_ctx_seq_rollback(s->tgt, i, q->n_draft - k, err)) return nx_fail_prefix(err, "verify rollback");
+    /* MTP backlog: rows (x_p, h_{p-1}) for the newly kept positions not yet in the MTP cache */
+    const float *hid = nx_ctx_hidden(s->tgt) + (size_t)q->row * E;
+    if (!s->mtp) {
+        memcpy(q->pending_h, hid, E * sizeof(float));
+        q->id_last = tok;
+        return true;
+    }
+    if (!q->ran_mtp) push_mirror(s, q, q->id_last, q->pending_h);
+    for (int32_t r = 0; r < k; r++) push_mirror(s, q, q->draft[r], hid + (size_t)r * E);
+    memcpy(q->pending_h, hid + (size_t)k * E, E * sizeof(float));
+    q->id_last = tok;
+    return true;
+}
+
+bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nx_err *err) {
+    const int32_t stride = s->p.draft_max + 1;
+    const int32_t N = choose_N(s);
+    bool any = false;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        n_out[i] = 0;
+        if (!q->active) continue;
+        const int32_t room = s->n_ctx - 1 - nx_ctx_n_past(s->tgt, i);
+        if (room < 0) return nx_fail(err, "sequence %d: the context (n_ctx = %d) is full", i, s->n_ctx);
+        if (max_out && max_out[i] <= 0) return nx_fail(err, "sequence %d: max_out %d must be >= 1", i, max_out[i]);
+        q->cap = NX_MIN(N, room);
+        if (max_out) q->cap = NX_MIN(q->cap, max_out[i] - 1);
+        any = true;
+    }
+    if (!any) return true;
+    if (!draft_all(s, err)) return false;
+
+    /* verify: [id_last, d1..dN] of every active sequence, one batch, logits on every row */
+    int32_t n = 0;
+    int32_t rows_per_seq = 1;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        if (!q->active) continue;
+        const int32_t n_past = nx_ctx_n_past(s->tgt, i);
+        q->row = n;
+        for (int32_t j = 0; j <= q->n_draft; j++, n++) {
+            s->b_tok[n] = j == 0 ? q->id_last : q->draft[j - 1];
+            s->b_pos[n] = n_past + j;
+            s->b_seq[n] = i;
+            s->b_lg[n] = 1;
+        }
+        rows_per_seq = NX_MAX(rows_per_seq, q->n_draft + 1);
+    }
+    double t0 = nx_time_s(), c0 = cost_clock(s);
+    nx_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
+    if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "verify");
+    double t1 = nx_time_s(), cdt = cost_clock(s) - c0;
+    if (s->cost_fn) {
+        cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_VERIFY, n, rows_per_seq);
+        t0 = t1 - cdt;
+    }
+    s->st.t_verify += t1 - t0;
+    s->st.verify_rows += n;
+    ema(&s->t_ver[rows_per_seq], &s->n_ver[rows_per_seq], cdt);
+
+    int64_t acc_before = s->st.accepted;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        if (!s->seq[i].active) continue;
+        if (!accept_seq(s, i, out + (size_t)i * stride, &n_out[i], err)) return false;
+        s->st.steps++;
+        s->st.emitted += n_out[i];
+    }
+    if (s->probing) s->probe = s->st.accepted > acc_before ? PROBE_MIN : NX_MIN(PROBE_MAX, 2 * s->probe);
+    s->st.t_accept += nx_time_s() - t1;
+    s->next_N = N;
+    return true;
+}

@@ -1,0 +1,62 @@
+/* chat.h - chat prompt formatting.
+ *
+ * One format is implemented: "chatml", the Qwen3.5 chat template
+ * (tests/fixtures/chat/qwen3.5.jinja) re-implemented in C for text content:
+ *   <|im_start|>system\n...<|im_end|>\n  <|im_start|>user\n...<|im_end|>\n
+ *   <|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{content}<|im_end|>\n  (after the
+ *   last user query; earlier assistant turns drop their reasoning)
+ *   tool results grouped into one user turn of <tool_response> blocks, tool calls rendered as
+ *   <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>,
+ *   a tools list as the template's "# Tools" system block, and the generation prompt
+ *   "<|im_start|>assistant\n<think>\n" (thinking on) or "...<think>\n\n</think>\n\n" (off).
+ * Every message's content is trimmed as the template's `|trim` does (Python str.strip()).
+ * Errors are the template's own raise_exception() cases plus malformed JSON arguments.
+ */
+#ifndef NX_CHAT_H
+#define NX_CHAT_H
+
+#include "base/common.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum nx_chat_format {
+    NX_CHAT_NONE = 0,
+    NX_CHAT_CHATML = 1, /* Qwen3.5 ChatML with <think> handling */
+} nx_chat_format;
+
+typedef struct nx_chat_tool_call {
+    const char *name;
+    const char *arguments_json; /* a JSON object, e.g. {"city": "Paris"}; NULL = no arguments */
+} nx_chat_tool_call;
+
+typedef struct nx_chat_msg {
+    const char *role;              /* "system", "user", "assistant" or "tool" */
+    const char *content;           /* NULL = empty */
+    const char *reasoning_content; /* assistant only; NULL = take it from <think>...</think> in content */
+    const nx_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+} nx_chat_msg;
+
+typedef struct nx_chat_opts {
+    bool add_generation_prompt;
+    bool enable_thinking;          /* default true in the template */
+    const char *const *tools_json; /* each a JSON object (function schema); rendered like tojson */
+    size_t n_tools;
+} nx_chat_opts;
+
+/* "chatml" -> NX_CHAT_CHATML; anything else is an error listing the known names. */
+bool nx_chat_format_from_name(const char *name, nx_chat_format *out, nx_err *err);
+/* Recognises the GGUF's tokenizer.chat_template: a Qwen ChatML template (uses <|im_start|> and
+ * <|im_end|>) -> NX_CHAT_CHATML.  Unknown or absent templates are an error that tells the
+ * user about --chat-format. */
+bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *err);
+
+/* What a command does with `--chat-format NAME` (NULL when not given) and a model: the named
+ * format if given, else the one detected from the GGUF's tokenizer.chat_template. */
+bool nx_chat_select(const nx_gguf *g, const char *format_name, nx_chat_format *out, nx_err *err);
+
+/* Appends the rendered prompt to out. */
+bool nx_chat_render(nx_chat_format fmt, const nx_chat_msg *msgs, size_t n, const nx_chat_opts *opts, nx_buf *out,
+                    nx_err *err);
+
+#endif
