@@ -271,6 +271,92 @@ void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *stats);
 /* Memory of the target context (KV, recurrent state with its snapshot slots, scratch). */
 void nextn_spec_memory(const nextn_spec *s, nextn_memory *mem);
 
+/* ---- sequence state: checkpoints, copies, files -------------------------------------------
+ * A nextn_state is one sequence's state at a position pos (its nextn_n_past when taken):
+ *   - the recurrent state (conv + delta) of every Gated DeltaNet layer at pos;
+ *   - NEXTN_STATE_FULL: the attention K/V cells [0, pos) of every attention layer;
+ *   - taken from a speculative generator: also the MTP head's cache (cells [0, pos) for FULL)
+ *     and the driver's per-sequence rows (the hidden row of position pos - 1 and the rows
+ *     still to be mirrored into the MTP cache).
+ * Samplers (RNG, penalty history) are not part of it, nor is the last sampled token: a state
+ * stands for the pos tokens decoded.
+ *
+ * Kinds:
+ *   NEXTN_STATE_FULL      restores into any sequence of any context or generator over the same
+ *                         model with the same kv_type (pos < its n_ctx); can be saved to a file.
+ *                         Size: the recurrent state + pos x the KV of one position.
+ *   NEXTN_STATE_IN_PLACE  no attention cells: restores only into the sequence it was taken
+ *                         from, while that sequence still holds the same first pos tokens (its
+ *                         cells beyond pos are dropped).  The attention KV can be cut to any
+ *                         prefix, the recurrent state exists only where a state was taken: this
+ *                         is what a prompt cache keeps, a few per sequence.  The library cannot
+ *                         see tokens: that the sequence still holds the same ones is the
+ *                         caller's promise.  Size: the recurrent state (+ the driver's rows).
+ *
+ * Continuing after a restore: a context's sequence continues at pos (nextn_decode with
+ * positions pos, pos + 1, ...).  A generator's sequence is left inactive; the next
+ * nextn_spec_prefill_seq / _part for it must pass the whole token list - the pos tokens it
+ * holds, then at least one more (restore a state taken at most at len - 1 for a list of len
+ * tokens): only the new tokens are decoded, all of them enter the penalty history, and the
+ * sequence then generates exactly as if the whole list had been prefilled (greedy tokens,
+ * drafts and acceptance alike).  nextn_spec_seq_keep ends a generation but keeps the caches
+ * for the same purpose (a multi-turn chat continues without any copy).
+ *
+ * Files: nextn_state_save writes a FULL state (and its tokens, if set) in nextn's own
+ * versioned format (docs/forward.md, "Sequence state files"): magic, version, a fingerprint of
+ * the model (GGUF tensor table, hyper-parameters, samples of the weights) and of the MTP
+ * weights, KV type, sizes, the sections, a checksum.  nextn_state_load refuses a file of
+ * another model, another format version, a truncated or corrupted file, naming the file and
+ * what differs.  A state from a generator restores into a plain context (the MTP part is not
+ * used) and the other way round (the MTP cache restarts at pos: drafts may differ for a while,
+ * the output does not).
+ *
+ * Typical use (a conversation kept across turns, or a prompt cache):
+ *     nextn_state *st = NULL;
+ *     nextn_state_take(&st, ctx, 0, NEXTN_STATE_IN_PLACE, &e);   // after the system prompt
+ *     ...                                                          // later, same prefix:
+ *     nextn_state_restore(ctx, 0, st, &e);  // n_past = nextn_state_pos(st); decode the rest
+ */
+typedef struct nextn_state nextn_state;
+
+typedef enum nextn_state_kind {
+    NEXTN_STATE_FULL = 0,
+    NEXTN_STATE_IN_PLACE = 1,
+} nextn_state_kind;
+
+/* Takes the state of seq.  *st NULL: a new state is allocated; else *st is overwritten (its
+ * buffers reused).  The context / generator is not changed. */
+bool nextn_state_take(nextn_state **st, const nextn_context *ctx, int32_t seq, nextn_state_kind kind,
+                      nextn_error *err);
+bool nextn_spec_state_take(nextn_state **st, const nextn_spec *s, int32_t seq, nextn_state_kind kind,
+                           nextn_error *err);
+/* Puts seq in the state (n_past = nextn_state_pos).  On error nothing changes. */
+bool nextn_state_restore(nextn_context *ctx, int32_t seq, const nextn_state *st, nextn_error *err);
+bool nextn_spec_state_restore(nextn_spec *s, int32_t seq, const nextn_state *st, nextn_error *err);
+/* Ends seq's generation and keeps its caches: it holds nextn_spec_seq_n_past positions (the
+ * last emitted token is not among them); the next prefill of seq continues them (see above). */
+bool nextn_spec_seq_keep(nextn_spec *s, int32_t seq, nextn_error *err);
+/* Positions seq holds in the generator's caches. */
+int32_t nextn_spec_seq_n_past(const nextn_spec *s, int32_t seq);
+void nextn_state_free(nextn_state *st);
+
+int32_t nextn_state_pos(const nextn_state *st);
+nextn_state_kind nextn_state_kind_of(const nextn_state *st);
+bool nextn_state_has_mtp(const nextn_state *st);       /* taken from a generator with an MTP head */
+uint64_t nextn_state_size(const nextn_state *st);      /* bytes of its content */
+/* Bytes a state of this kind at position pos takes (for planning a cache's memory). */
+uint64_t nextn_state_size_for(const nextn_context *ctx, nextn_state_kind kind, int32_t pos);
+uint64_t nextn_spec_state_size_for(const nextn_spec *s, nextn_state_kind kind, int32_t pos);
+/* The token ids the state stands for (n == its pos), kept with it and written to its file. */
+bool nextn_state_set_tokens(nextn_state *st, const int32_t *tokens, int32_t n, nextn_error *err);
+/* NULL (and *n = 0) when none were set. */
+const int32_t *nextn_state_tokens(const nextn_state *st, int32_t *n);
+
+/* Writes a FULL state to path (atomically: a temporary file renamed into place). */
+bool nextn_state_save(const nextn_state *st, const char *path, nextn_error *err);
+/* Reads a state file written for `model` (see above for what is refused). */
+bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *path, nextn_error *err);
+
 #ifdef __cplusplus
 }
 #endif

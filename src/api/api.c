@@ -26,6 +26,7 @@ struct nextn_model {
     nx_model *model;
     nx_tokenizer *tok;          /* NULL when the file has no tokenizer */
     uint64_t file_bytes;
+    uint64_t fingerprint;       /* nx_model_fingerprint, for state files */
 };
 
 struct nextn_context {
@@ -94,6 +95,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
             return pass(err, &ie);
         }
     }
+    m->fingerprint = nx_model_fingerprint(m->model);
     *out = m;
     return true;
 }
@@ -122,6 +124,9 @@ nextn_tokenizer *nextn_model_tokenizer(const nextn_model *m) { return (nextn_tok
 
 const nx_model *nx_api_model(const nextn_model *m) { return m->model; }
 const nx_tokenizer *nx_api_tokenizer(const nextn_model *m) { return m->tok; }
+uint64_t nx_api_model_fingerprint(const nextn_model *m) { return m->fingerprint; }
+nx_ctx *nx_api_ctx(const nextn_context *c) { return c->ctx; }
+const nextn_model *nx_api_ctx_model(const nextn_context *c) { return c->model; }
 
 /* ---- context ----------------------------------------------------------------------------- */
 

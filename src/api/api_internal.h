@@ -11,4 +11,19 @@ const nx_model *nx_api_model(const nextn_model *m);
 /* Its tokenizer, NULL when the file has none. */
 const nx_tokenizer *nx_api_tokenizer(const nextn_model *m);
 
+/* The context behind a public handle, and the model it was created for. */
+struct nx_ctx;
+struct nx_ctx *nx_api_ctx(const nextn_context *c);
+const nextn_model *nx_api_ctx_model(const nextn_context *c);
+/* Fingerprint of a model (api_state.c): FNV-1a over the hyper-parameters, the GGUF tensor table
+ * and samples of every tensor's bytes.  nx_api_model_fingerprint is computed once at load. */
+uint64_t nx_model_fingerprint(const nx_model *m);
+uint64_t nx_api_model_fingerprint(const nextn_model *m);
+/* The speculative generator's parts (api_spec.c). */
+struct nx_spec;
+struct nx_spec *nx_api_spec_driver(const nextn_spec *s);
+struct nx_ctx *nx_api_spec_ctx(const nextn_spec *s);   /* its target context */
+const nextn_model *nx_api_spec_model(const nextn_spec *s);
+uint64_t nx_api_spec_mtp_fingerprint(const nextn_spec *s); /* 0 without an MTP head */
+
 #endif

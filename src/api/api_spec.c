@@ -12,6 +12,8 @@
 #include "base/threads.h"
 
 struct nextn_spec {
+    const nextn_model *model;
+    uint64_t mtp_fingerprint;  /* of the model holding the MTP weights (0 = no MTP) */
     nx_pool *pool;
     nx_ctx *ctx;
     nx_mtp_head *head;
@@ -145,6 +147,9 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     sp.sampling = to_nx_sampling(&sm);
     if (!nx_spec_create(&s->drv, s->ctx, s->mtp, &sp, &ie)) goto fail;
     s->stride = (s->mtp ? p.draft_max : 0) + 1;
+    s->model = model;
+    if (s->head)
+        s->mtp_fingerprint = s->head->src == m ? nx_api_model_fingerprint(model) : nx_model_fingerprint(s->head->src);
     s->n_seq = c.n_seq;
     *out = s;
     return true;
@@ -238,3 +243,8 @@ void nextn_spec_memory(const nextn_spec *s, nextn_memory *mem) {
         mem->scratch_bytes += mm.scratch_bytes;
     }
 }
+
+nx_spec *nx_api_spec_driver(const nextn_spec *s) { return s->drv; }
+nx_ctx *nx_api_spec_ctx(const nextn_spec *s) { return s->ctx; }
+const nextn_model *nx_api_spec_model(const nextn_spec *s) { return s->model; }
+uint64_t nx_api_spec_mtp_fingerprint(const nextn_spec *s) { return s->mtp ? s->mtp_fingerprint : 0; }

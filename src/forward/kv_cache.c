@@ -80,3 +80,32 @@ bool nx_kv_copy(nx_kv_cache *c, int src, int dst, nx_err *err) {
     c->len[dst] = c->len[src];
     return true;
 }
+
+/* Cells [0, n) of seq, every layer, in the cache type: [layer][n][kv_dim] for k and for v. */
+size_t nx_kv_cells_bytes(const nx_kv_cache *c, int32_t n) {
+    return (size_t)c->n_layer * (size_t)n * (size_t)c->kv_dim * c->elt;
+}
+
+bool nx_kv_export(const nx_kv_cache *c, int seq, int32_t n, uint8_t *k, uint8_t *v, nx_err *err) {
+    if (seq < 0 || seq >= c->n_seq) return nx_fail(err, "kv cache: sequence %d out of range (n_seq %d)", seq, c->n_seq);
+    if (n < 0 || n > c->len[seq])
+        return nx_fail(err, "kv cache: sequence %d holds %d cells, %d asked", seq, c->len[seq], n);
+    const size_t bytes = (size_t)n * (size_t)c->kv_dim * c->elt;
+    for (int l = 0; l < c->n_layer; l++) {
+        memcpy(k + (size_t)l * bytes, c->k + nx_kv_offset(c, l, seq, 0), bytes);
+        memcpy(v + (size_t)l * bytes, c->v + nx_kv_offset(c, l, seq, 0), bytes);
+    }
+    return true;
+}
+
+bool nx_kv_import(nx_kv_cache *c, int seq, int32_t n, const uint8_t *k, const uint8_t *v, nx_err *err) {
+    if (seq < 0 || seq >= c->n_seq) return nx_fail(err, "kv cache: sequence %d out of range (n_seq %d)", seq, c->n_seq);
+    if (n < 0 || n > c->n_ctx) return nx_fail(err, "kv cache: %d cells do not fit (n_ctx %d)", n, c->n_ctx);
+    const size_t bytes = (size_t)n * (size_t)c->kv_dim * c->elt;
+    for (int l = 0; l < c->n_layer; l++) {
+        memcpy(c->k + nx_kv_offset(c, l, seq, 0), k + (size_t)l * bytes, bytes);
+        memcpy(c->v + nx_kv_offset(c, l, seq, 0), v + (size_t)l * bytes, bytes);
+    }
+    c->len[seq] = n;
+    return true;
+}

@@ -37,5 +37,11 @@ void nx_kv_store(nx_kv_cache *c, int layer, int seq, int pos, const float *k, co
 bool nx_kv_truncate(nx_kv_cache *c, int seq, int32_t from_pos, nx_err *err);
 /* dst becomes a copy of src (all layers, cells 0..len-1). */
 bool nx_kv_copy(nx_kv_cache *c, int src, int dst, nx_err *err);
+/* Cells [0, n) of seq, every layer, as stored (cache type): buffers of nx_kv_cells_bytes(c, n)
+ * bytes each for k and v, laid out [layer][n][kv_dim].  Export needs n <= len[seq]; import
+ * writes cells [0, n) and sets len[seq] = n. */
+size_t nx_kv_cells_bytes(const nx_kv_cache *c, int32_t n);
+bool nx_kv_export(const nx_kv_cache *c, int seq, int32_t n, uint8_t *k, uint8_t *v, nx_err *err);
+bool nx_kv_import(nx_kv_cache *c, int seq, int32_t n, const uint8_t *k, const uint8_t *v, nx_err *err);
 
 #endif

@@ -1,11 +1,18 @@
-/* seq_ckpt.h - rolling a sequence back further than its snapshot slots allow.
+/* seq_ckpt.h - checkpoints of one sequence's state, and rolling back beyond the snapshot slots.
  *
- * nx_ctx_seq_rollback (forward.h) is O(1) but limited: at most R = n_snapshots tokens, and only
- * tokens of the last batch.  Anything further ("to an arbitrary earlier position") needs the
- * recurrent state at some earlier point: a checkpoint.  A checkpoint copies the CURRENT
- * recurrent state (conv + delta, every GDN layer) of one sequence and remembers its position;
- * attention KV needs no copy (cells < pos stay valid as long as the sequence is not rewound
- * below pos, which nx_ctx_seq_rewind checks).
+ * A checkpoint (nx_seq_ckpt) holds a sequence's state at a position pos ("after token pos-1"):
+ *   - the recurrent state of every GDN layer (conv + delta), materialised: a checkpoint taken
+ *     while replay rows are pending (after a rollback) holds the current state
+ *     (nx_rstate_ssm_current), bit-identical to having stopped there;
+ *   - with_kv: the attention K/V cells [0, pos) of every attention layer, as stored (cache type).
+ * A checkpoint with KV restores into any sequence of any context over the same model with the
+ * same KV type (nx_seq_ckpt_restore copies the cells).  One without KV ("in place") restores
+ * only into the sequence it was taken from, while that sequence still holds positions
+ * [0, pos) with the same tokens: its attention cells are reused (truncated to pos) and only
+ * the recurrent state is copied back.  The library cannot see tokens; keeping that promise is
+ * the caller's part (the server compares token lists).  Attention KV can be cut to any
+ * prefix, the recurrent state exists only at the checkpoint's position: to reach a position
+ * q > pos, restore and decode tokens pos..q-1 (nx_ctx_seq_rewind does that).
  *
  * nx_ctx_seq_rewind(ctx, seq, to_pos, ckpt, tokens) brings seq back to to_pos and reports how:
  *   NX_REWIND_NONE      to_pos >= n_past: nothing to do;
@@ -23,12 +30,17 @@
 #include "forward/forward.h"
 
 typedef struct nx_seq_ckpt {
-    int32_t seq;
-    int32_t pos;       /* positions decoded when saved (the state is "after token pos-1") */
+    int32_t seq;       /* the sequence it was taken from */
+    int32_t pos;       /* positions decoded when taken (the state is "after token pos-1") */
     size_t conv_n, ssm_n;
-    int n_layer;
+    int n_layer;       /* GDN layers (0 in a context without recurrent layers, e.g. the MTP's) */
     float *conv;       /* [n_layer][conv_n] */
     float *ssm;        /* [n_layer][ssm_n] */
+    bool has_kv;       /* k, v hold cells [0, pos) */
+    int kv_layers, kv_dim;
+    nx_kv_type kv_type;
+    size_t kv_cap;     /* bytes allocated for each of k and v */
+    uint8_t *k, *v;    /* [kv_layers][pos][kv_dim] in kv_type */
 } nx_seq_ckpt;
 
 typedef enum nx_rewind_kind {
@@ -40,8 +52,23 @@ typedef enum nx_rewind_kind {
 
 const char *nx_rewind_kind_name(nx_rewind_kind k);
 
-/* Saves (or overwrites) a checkpoint of seq's current state.  ck must be zeroed before first use. */
+/* Takes (or overwrites, reusing its buffers) a checkpoint of seq's current state, with the
+ * attention cells when with_kv.  ck must be zeroed before first use.  The context is not
+ * changed. */
+bool nx_seq_ckpt_take(nx_seq_ckpt *ck, const nx_ctx *ctx, int32_t seq, bool with_kv, nx_err *err);
+/* The same without KV (an in-place checkpoint). */
 bool nx_seq_ckpt_save(nx_seq_ckpt *ck, const nx_ctx *ctx, int32_t seq, nx_err *err);
+/* Puts seq in the checkpoint's state: n_past becomes ck->pos, the recurrent state is the
+ * checkpoint's (no snapshots to roll back to afterwards).  With KV: any sequence (its cells
+ * are replaced).  Without: only ck->seq, and only while it holds >= ck->pos positions (cells
+ * beyond are dropped).  Shapes and KV type must match the context.  On error nothing changes. */
+bool nx_seq_ckpt_restore(nx_ctx *ctx, int32_t seq, const nx_seq_ckpt *ck, nx_err *err);
+/* Checks that the checkpoint's shapes fit ctx (layers, state sizes, KV geometry and type). */
+bool nx_seq_ckpt_fits(const nx_ctx *ctx, const nx_seq_ckpt *ck, nx_err *err);
+/* Bytes a checkpoint of ctx at position pos occupies (recurrent state + cells when with_kv). */
+size_t nx_seq_ckpt_bytes_for(const nx_ctx *ctx, int32_t pos, bool with_kv);
+/* Bytes this checkpoint uses for its content (recurrent state + cells [0, pos) if any). */
+size_t nx_seq_ckpt_bytes(const nx_seq_ckpt *ck);
 void nx_seq_ckpt_free(nx_seq_ckpt *ck);
 
 /* See above.  ckpt may be NULL (then only NONE / SNAPSHOT / CLEAR are possible). */

@@ -39,6 +39,10 @@ typedef struct seq_state {
     int32_t n_oracle;
     bool prefilling;          /* nx_spec_prefill_seq_part started and has not finished the prompt */
     int32_t pf_next;          /* ... prompt tokens decoded so far */
+    int32_t resume;           /* > 0: inactive, its caches hold positions [0, resume) (restored from a
+                               * state or kept after generating); the next prefill continues them */
+    uint64_t mtp_epoch;       /* changes whenever the driver clears the sequence's MTP cache: an
+                               * in-place state restores the MTP cells only within one epoch */
 } seq_state;
 
 struct nx_spec {
@@ -72,6 +76,7 @@ struct nx_spec {
     void *cost_user;
     bool probing;
     int32_t next_N;
+    uint64_t epoch_next;      /* last MTP epoch handed out (seq_state.mtp_epoch) */
     nx_spec_stats st;
 };
 
@@ -238,6 +243,7 @@ static bool mirror_batch(nx_spec *s, int32_t n, nx_err *err) {
         seq_state *q = &s->seq[s->b_seq[t]];
         memcpy(s->b_h + (size_t)t * E, q->pending_h, E * sizeof(float));
         memcpy(q->pending_h, hid + (size_t)t * E, E * sizeof(float));
+        s->b_pos[t] -= q->base; /* MTP position (base > 0 only in a continued sequence) */
     }
     if (!s->mtp) return true;
     memset(s->b_lg, 0, (size_t)n);
@@ -245,17 +251,21 @@ static bool mirror_batch(nx_spec *s, int32_t n, nx_err *err) {
     return nx_mtp_forward(s->mtp, n, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err);
 }
 
-/* Forgets everything the driver keeps for sequence i (not its caches). */
-static void reset_seq(nx_spec *s, seq_state *q) {
+/* Forgets everything the driver keeps for sequence i (not its caches).  keep_cache: the
+ * sequence continues its caches (a resumed prefill): pending_h, the backlog and the MTP
+ * numbering stay. */
+static void reset_seq(nx_spec *s, seq_state *q, bool keep_cache) {
     q->active = false;
-    q->n_mir = 0;
-    q->base = 0;
-    q->stale = false;
     q->n_draft = 0;
     q->prefilling = false;
     q->pf_next = 0;
-    memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
     nx_sampler_reset(q->smp);
+    if (keep_cache) return;
+    q->resume = 0;
+    q->n_mir = 0;
+    q->base = 0;
+    q->stale = false;
+    memset(q->pending_h, 0, (size_t)s->E * sizeof(float));
 }
 
 static bool check_prompt(const nx_spec *s, int32_t seq, int32_t n_prompt, nx_err *err) {
@@ -263,6 +273,16 @@ static bool check_prompt(const nx_spec *s, int32_t seq, int32_t n_prompt, nx_err
     if (n_prompt >= s->n_ctx)
         return nx_fail(err, "prefill: prompt of sequence %d has %d tokens, the context holds %d", seq, n_prompt,
                        s->n_ctx);
+    const int32_t resume = s->seq[seq].resume;
+    if (resume > 0) {
+        if (nx_ctx_n_past(s->tgt, seq) != resume)
+            return nx_fail(err, "prefill: sequence %d was left at position %d but holds %d", seq, resume,
+                           nx_ctx_n_past(s->tgt, seq));
+        if (n_prompt <= resume)
+            return nx_fail(err, "prefill: sequence %d holds %d positions; its prompt (%d tokens) must continue them by "
+                           "at least one token", seq, resume, n_prompt);
+        return true;
+    }
     if (nx_ctx_n_past(s->tgt, seq) != 0 || (s->mtp && nx_mtp_n_past(s->mtp, seq) != 0))
         return nx_fail(err, "prefill: sequence %d is not empty", seq);
     return true;
@@ -315,7 +335,7 @@ bool nx_spec_prefill(nx_spec *s, int32_t n_seq, const int32_t *const *prompt, co
         if (!check_prompt(s, i, n_prompt[i], err)) return false;
     int32_t *seqs = nx_malloc((size_t)n_seq * sizeof *seqs, "prefill", err);
     if (!seqs) return false;
-    for (int32_t i = 0; i < s->n_seq; i++) reset_seq(s, &s->seq[i]);
+    for (int32_t i = 0; i < s->n_seq; i++) reset_seq(s, &s->seq[i], false);
     for (int32_t i = 0; i < n_seq; i++) seqs[i] = i;
     bool ok = prefill_seqs(s, n_seq, seqs, prompt, n_prompt, first, err);
     free(seqs);
@@ -337,7 +357,7 @@ static bool start_seq(nx_spec *s, int32_t seq, int32_t n_prompt, const nx_sample
         q->smp = smp;
         q->greedy = sampling->temp <= 0.0f;
     }
-    reset_seq(s, q);
+    reset_seq(s, q, q->resume > 0);
     return true;
 }
 
@@ -345,8 +365,63 @@ bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t
                          const nx_sampler_params *sampling, int32_t *first, nx_err *err) {
     if (seq >= 0 && seq < s->n_seq && s->seq[seq].prefilling)
         return nx_fail(err, "prefill: sequence %d is being prefilled in parts", seq);
+    if (seq >= 0 && seq < s->n_seq && s->seq[seq].resume > 0) {
+        bool done = false;
+        return nx_spec_prefill_seq_part(s, seq, prompt, n_prompt, n_prompt, sampling, first, &done, err);
+    }
     if (!start_seq(s, seq, n_prompt, sampling, err)) return false;
     return prefill_seqs(s, 1, &seq, &prompt, &n_prompt, first, err);
+}
+
+/* Writes sequence i's mirror backlog into its MTP cache (a stale cache is cleared and re-seeded
+ * from the last RESEED_ROWS rows first, as a drafting pass does), so that rows decoded next can
+ * be mirrored directly. */
+static bool flush_backlog(nx_spec *s, int32_t i, nx_err *err) {
+    seq_state *q = &s->seq[i];
+    const size_t E = (size_t)s->E;
+    if (!s->mtp) {
+        q->n_mir = 0;
+        q->stale = false;
+        return true;
+    }
+    if (q->stale) {
+        const int32_t drop = q->n_mir > RESEED_ROWS ? q->n_mir - RESEED_ROWS : 0;
+        memmove(q->mir_tok, q->mir_tok + drop, (size_t)(q->n_mir - drop) * sizeof *q->mir_tok);
+        memmove(q->mir_h, q->mir_h + (size_t)drop * E, (size_t)(q->n_mir - drop) * E * sizeof(float));
+        q->n_mir -= drop;
+        if (!nx_mtp_clear(s->mtp, i, err)) return false;
+        q->mtp_epoch = ++s->epoch_next;
+        q->base = nx_ctx_n_past(s->tgt, i) - q->n_mir;
+        q->stale = false;
+    }
+    if (q->n_mir == 0) return true;
+    const int32_t p0 = nx_ctx_n_past(s->tgt, i) - q->n_mir - q->base;
+    for (int32_t r = 0; r < q->n_mir; r++) {
+        s->b_tok[r] = q->mir_tok[r];
+        s->b_pos[r] = p0 + r;
+        s->b_seq[r] = i;
+        s->b_lg[r] = 0;
+    }
+    memcpy(s->b_h, q->mir_h, (size_t)q->n_mir * E * sizeof(float));
+    if (!nx_mtp_forward(s->mtp, q->n_mir, s->b_tok, s->b_pos, s->b_seq, s->b_h, s->b_lg, err))
+        return nx_fail_prefix(err, "MTP backlog of sequence %d", i);
+    s->st.mtp_rows += q->n_mir;
+    q->n_mir = 0;
+    return true;
+}
+
+/* Continues a sequence left at position q->resume: the prompt's first `resume` tokens enter the
+ * penalty history (as a prefill from position 0 would have put them), the backlog goes into the
+ * MTP cache, and the parts continue at `resume`. */
+static bool resume_seq(nx_spec *s, int32_t seq, const int32_t *prompt, nx_err *err) {
+    seq_state *q = &s->seq[seq];
+    if (s->p.penalize_prompt)
+        for (int32_t p = 0; p < q->resume; p++)
+            if (!nx_sampler_accept(q->smp, prompt[p], err)) return false;
+    if (!flush_backlog(s, seq, err)) return false;
+    q->pf_next = q->resume;
+    q->resume = 0;
+    return true;
 }
 
 bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt, int32_t max_rows,
@@ -355,7 +430,9 @@ bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, in
     if (max_rows < 1) return nx_fail(err, "prefill: %d rows per part (at least 1)", max_rows);
     if (seq < 0 || seq >= s->n_seq || !s->seq[seq].prefilling) {
         if (!start_seq(s, seq, n_prompt, sampling, err)) return false;
-        s->seq[seq].prefilling = true;
+        seq_state *q = &s->seq[seq];
+        q->prefilling = true;
+        if (q->resume > 0 && !resume_seq(s, seq, prompt, err)) return false;
     }
     seq_state *q = &s->seq[seq];
     if (n_prompt <= q->pf_next || nx_ctx_n_past(s->tgt, seq) != q->pf_next)
@@ -397,7 +474,8 @@ bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, in
 bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err) {
     if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "sequence %d out of range (0..%d)", seq, s->n_seq - 1);
     seq_state *q = &s->seq[seq];
-    reset_seq(s, q);
+    reset_seq(s, q, false);
+    q->mtp_epoch = ++s->epoch_next;
     free(q->oracle);
     q->oracle = NULL;
     q->n_oracle = 0;
@@ -594,6 +672,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
                     memmove(q->mir_h, q->mir_h + (size_t)drop * E, (size_t)(q->n_mir - drop) * E * sizeof(float));
                     q->n_mir -= drop;
                     if (!nx_mtp_clear(s->mtp, i, err)) return false;
+                    q->mtp_epoch = ++s->epoch_next;
                     q->base = nx_ctx_n_past(s->tgt, i) - q->n_mir;
                     q->stale = false;
                 }
@@ -791,4 +870,127 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
     s->st.t_accept += nx_time_s() - t1;
     s->next_N = N;
     return true;
+}
+
+/* ---- sequence state (checkpoints) ------------------------------------------------------------ */
+
+void nx_spec_seq_state_free(nx_spec_seq_state *st) {
+    nx_seq_ckpt_free(&st->tgt);
+    nx_seq_ckpt_free(&st->mtp);
+    free(st->mir_tok);
+    nx_free_aligned(st->mir_h);
+    nx_free_aligned(st->pending_h);
+    memset(st, 0, sizeof *st);
+}
+
+size_t nx_spec_seq_state_bytes(const nx_spec_seq_state *st) {
+    size_t b = nx_seq_ckpt_bytes(&st->tgt) + (st->has_mtp ? nx_seq_ckpt_bytes(&st->mtp) : 0);
+    return b + (size_t)st->E * sizeof(float) + (size_t)st->n_mir * ((size_t)st->E * sizeof(float) + sizeof(int32_t));
+}
+
+size_t nx_spec_seq_state_bytes_for(const nx_spec *s, int32_t pos, bool with_kv) {
+    size_t b = nx_seq_ckpt_bytes_for(s->tgt, pos, with_kv) + (size_t)s->E * sizeof(float);
+    if (s->mtp) {
+        b += nx_seq_ckpt_bytes_for(nx_mtp_ctx(s->mtp), pos, with_kv);
+        b += (size_t)s->mir_cap * ((size_t)s->E * sizeof(float) + sizeof(int32_t));
+    }
+    return b;
+}
+
+bool nx_spec_seq_take(nx_spec_seq_state *st, const nx_spec *s, int32_t seq, bool with_kv, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "state: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    const seq_state *q = &s->seq[seq];
+    const size_t E = (size_t)s->E;
+    if (st->E != s->E || !st->pending_h) {
+        nx_free_aligned(st->pending_h);
+        st->pending_h = nx_alloc_aligned(E * sizeof(float), "state", err);
+        if (!st->pending_h) return false;
+        st->E = s->E;
+    }
+    if (q->n_mir > st->cap_mir) {
+        free(st->mir_tok);
+        nx_free_aligned(st->mir_h);
+        st->cap_mir = 0;
+        st->mir_tok = nx_malloc((size_t)q->n_mir * sizeof *st->mir_tok, "state backlog", err);
+        st->mir_h = st->mir_tok ? nx_alloc_aligned((size_t)q->n_mir * E * sizeof(float), "state backlog", err) : NULL;
+        if (!st->mir_h) return false;
+        st->cap_mir = q->n_mir;
+    }
+    if (!nx_seq_ckpt_take(&st->tgt, s->tgt, seq, with_kv, err)) return false;
+    st->has_mtp = s->mtp != NULL;
+    if (s->mtp && !nx_seq_ckpt_take(&st->mtp, nx_mtp_ctx(s->mtp), seq, with_kv, err)) return false;
+    st->mtp_epoch = q->mtp_epoch;
+    st->base = q->base;
+    st->stale = q->stale;
+    st->n_mir = q->n_mir;
+    memcpy(st->pending_h, q->pending_h, E * sizeof(float));
+    if (q->n_mir > 0) {
+        memcpy(st->mir_tok, q->mir_tok, (size_t)q->n_mir * sizeof *q->mir_tok);
+        memcpy(st->mir_h, q->mir_h, (size_t)q->n_mir * E * sizeof(float));
+    }
+    return true;
+}
+
+bool nx_spec_seq_restore(nx_spec *s, int32_t seq, const nx_spec_seq_state *st, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "restore: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    if (st->pending_h && st->E != s->E)
+        return nx_fail(err, "restore: the state has hidden rows of %d values, the model %d", st->E, s->E);
+    if (st->n_mir < 0 || (st->n_mir > 0 && (!st->mir_tok || !st->mir_h)) || st->base < 0 ||
+        st->n_mir + st->base > st->tgt.pos)
+        return nx_fail(err, "restore: inconsistent MTP backlog (%d rows, base %d, position %d)", st->n_mir, st->base,
+                       st->tgt.pos);
+    for (int32_t r = 0; r < st->n_mir; r++)
+        if (st->mir_tok[r] < 0 || st->mir_tok[r] >= s->V)
+            return nx_fail(err, "restore: backlog token %d out of range (vocabulary %d)", st->mir_tok[r], s->V);
+    seq_state *q = &s->seq[seq];
+    /* The MTP cells of the state can be used when it carries them, or in place within one epoch;
+     * otherwise the MTP cache restarts at the state's position (draft quality, not output). */
+    const bool mtp_kv = s->mtp && st->has_mtp && st->mtp.has_kv;
+    const bool mtp_in_place = s->mtp && st->has_mtp && !st->mtp.has_kv && seq == st->tgt.seq &&
+                              st->mtp_epoch == q->mtp_epoch && nx_mtp_n_past(s->mtp, seq) >= st->mtp.pos;
+    if (mtp_kv && !nx_seq_ckpt_fits(nx_mtp_ctx(s->mtp), &st->mtp, err)) return nx_fail_prefix(err, "restore MTP cache");
+    if ((mtp_kv || mtp_in_place) && st->mtp.pos + st->n_mir + st->base != st->tgt.pos && !st->stale)
+        return nx_fail(err, "restore: MTP cache %d + backlog %d != position %d - base %d", st->mtp.pos, st->n_mir,
+                       st->tgt.pos, st->base);
+    if (!nx_seq_ckpt_restore(s->tgt, seq, &st->tgt, err)) return false;
+    reset_seq(s, q, false);
+    if (st->pending_h) memcpy(q->pending_h, st->pending_h, (size_t)s->E * sizeof(float));
+    /* backlog: at most mir_cap rows (the newest); dropping rows makes the MTP cache stale */
+    const int32_t keep = NX_MIN(st->n_mir, s->mir_cap), skip = st->n_mir - keep;
+    if (keep > 0) {
+        memcpy(q->mir_tok, st->mir_tok + skip, (size_t)keep * sizeof *q->mir_tok);
+        memcpy(q->mir_h, st->mir_h + (size_t)skip * (size_t)s->E, (size_t)keep * (size_t)s->E * sizeof(float));
+    }
+    q->n_mir = keep;
+    q->base = st->base;
+    q->stale = st->stale || skip > 0;
+    if (s->mtp) {
+        if (mtp_kv || mtp_in_place) {
+            if (!nx_seq_ckpt_restore(nx_mtp_ctx(s->mtp), seq, &st->mtp, err)) return false;
+            if (mtp_kv) q->mtp_epoch = ++s->epoch_next;
+        } else {
+            if (!nx_mtp_clear(s->mtp, seq, err)) return false;
+            q->mtp_epoch = ++s->epoch_next;
+            /* rebuilt from the backlog at the next flush, numbered from its first row */
+            q->stale = false;
+            q->base = st->tgt.pos - q->n_mir;
+        }
+    }
+    q->resume = st->tgt.pos;
+    return true;
+}
+
+bool nx_spec_seq_keep(nx_spec *s, int32_t seq, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "keep: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    seq_state *q = &s->seq[seq];
+    q->active = false;
+    q->prefilling = false;
+    q->pf_next = 0;
+    q->n_draft = 0;
+    q->resume = nx_ctx_n_past(s->tgt, seq);
+    return true;
+}
+
+int32_t nx_spec_seq_resume_pos(const nx_spec *s, int32_t seq) {
+    return seq >= 0 && seq < s->n_seq ? s->seq[seq].resume : 0;
 }

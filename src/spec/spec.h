@@ -51,6 +51,7 @@
 #define NX_SPEC_H
 
 #include "forward/forward.h"
+#include "forward/seq_ckpt.h"
 #include "spec/mtp.h"
 #include "sample/sample.h"
 
@@ -132,6 +133,50 @@ void nx_spec_reset_stats(nx_spec *s);
 typedef enum nx_spec_cost_kind { NX_SPEC_COST_DRAFT, NX_SPEC_COST_VERIFY } nx_spec_cost_kind;
 typedef double (*nx_spec_cost_fn)(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq);
 void nx_spec_set_cost_fn(nx_spec *s, nx_spec_cost_fn fn, void *user);
+
+/* ---- sequence state (checkpoints) -------------------------------------------------------------
+ * The state of one sequence at its position pos = target n_past: the target's checkpoint
+ * (recurrent state, attention cells with_kv), the MTP cache (cells [0, mtp.pos) with_kv, else
+ * only its length) and the driver's per-sequence rows: pending_h (the target hidden of pos - 1),
+ * the mirror backlog and the MTP numbering (base, stale).  Samplers, id_last and drafts are not
+ * part of it: a restored sequence is inactive and continues with a prefill whose prompt starts
+ * with the pos tokens it holds (nx_spec_prefill_seq / _part decode only the rest, and put the
+ * whole prompt in the penalty history).  Continuing a restored state gives exactly the rows
+ * that decoding the whole prompt would have (the backlog is written into the MTP cache first),
+ * so greedy output, drafts and acceptance are those of an uninterrupted run.
+ * Without KV (in place) a state restores only into the sequence it came from while that
+ * sequence holds the same first pos tokens; its MTP cells are reused when the driver has not
+ * cleared that MTP cache since (else the MTP cache restarts from the backlog: drafts may
+ * differ for a while, output does not).  A state without an MTP part restores into a driver
+ * with MTP the same way. */
+typedef struct nx_spec_seq_state {
+    nx_seq_ckpt tgt;            /* target context at pos = tgt.pos */
+    bool has_mtp;               /* taken from a driver with an MTP context */
+    nx_seq_ckpt mtp;            /* MTP context (no recurrent layers): cells [0, mtp.pos) */
+    uint64_t mtp_epoch;         /* in place: usable while the sequence's MTP epoch is this */
+    int32_t base;               /* MTP position = target position - base */
+    bool stale;                 /* backlog rows were dropped: the MTP cache is re-seeded */
+    int32_t E;
+    int32_t n_mir, cap_mir;
+    int32_t *mir_tok;           /* [n_mir] backlog rows: target positions pos - n_mir .. pos - 1 */
+    float *mir_h;               /* [n_mir][E] */
+    float *pending_h;           /* [E] */
+} nx_spec_seq_state;
+
+/* Takes (or overwrites; zero st before first use) the state of seq; the driver is unchanged. */
+bool nx_spec_seq_take(nx_spec_seq_state *st, const nx_spec *s, int32_t seq, bool with_kv, nx_err *err);
+/* Puts seq (any sequence with a state with KV; only the same one without) in the state: inactive,
+ * holding st->tgt.pos positions, to be continued by a prefill.  On error nothing changes. */
+bool nx_spec_seq_restore(nx_spec *s, int32_t seq, const nx_spec_seq_state *st, nx_err *err);
+/* Ends seq's generation but keeps its caches: it holds n_past positions (the last emitted
+ * token is not among them) and a later prefill continues them. */
+bool nx_spec_seq_keep(nx_spec *s, int32_t seq, nx_err *err);
+/* Positions a kept / restored (inactive) sequence holds for its next prefill; 0 otherwise. */
+int32_t nx_spec_seq_resume_pos(const nx_spec *s, int32_t seq);
+size_t nx_spec_seq_state_bytes(const nx_spec_seq_state *st);
+/* Bytes a state at position pos takes (the backlog at its largest). */
+size_t nx_spec_seq_state_bytes_for(const nx_spec *s, int32_t pos, bool with_kv);
+void nx_spec_seq_state_free(nx_spec_seq_state *st);
 
 /* The draft tokens seq verified in the last step (after --draft-min); *drafts points into the
  * driver, valid until the next step.  For tests and reports. */
