@@ -245,6 +245,83 @@ static int print_json(const nx_gguf *g, const char *path, bool tensors) {
     return 0;
 }
 
+/* ---- the model summary (qwen35 / qwen35moe files) -------------------------------------------- */
+
+/* Layer index of "blk.N.<rest>" (rest returned), or -1. */
+static long blk_index(nx_str name, const char **rest) {
+    if (name.len < 6 || memcmp(name.ptr, "blk.", 4)) return -1;
+    long v = 0;
+    uint64_t i = 4;
+    for (; i < name.len && name.ptr[i] >= '0' && name.ptr[i] <= '9' && v < 100000; i++) v = v * 10 + (name.ptr[i] - '0');
+    if (i == 4 || i >= name.len || name.ptr[i] != '.') return -1;
+    *rest = name.ptr + i + 1;
+    return v;
+}
+
+static bool has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+/* Architecture, layers, experts; parameters and bytes split into routed experts, shared experts,
+ * the rest of the trunk layers, embeddings + head, and the MTP block; and what one token's forward
+ * pass reads: everything but the routed experts, plus k / n of those. */
+static void print_model_summary(const nx_gguf *g) {
+    nx_hparams hp;
+    nx_err err;
+    nx_str arch;
+    if (!nx_gguf_get_str(g, "general.architecture", &arch, &err) ||
+        !(nx_str_eq(arch, "qwen35") || nx_str_eq(arch, "qwen35moe")))
+        return;
+    if (!nx_hparams_from_gguf(&hp, g, &err)) {
+        printf("\nmodel: not loadable: %s\n", err.msg);
+        return;
+    }
+    enum { ROUTED, SHARED, LAYERS, GLOBAL, MTP, N_PART };
+    static const char *const part_name[N_PART] = {"routed experts", "shared experts", "attention/GDN/norms/router",
+                                                  "embeddings + head", "MTP block"};
+    uint64_t par[N_PART] = {0}, byt[N_PART] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const nx_gguf_tensor *ts = &g->tensors[i];
+        const uint64_t n = ts->ne[0] * ts->ne[1] * ts->ne[2] * ts->ne[3];
+        const char *rest = NULL;
+        long li = blk_index(ts->name, &rest);
+        int part = GLOBAL;
+        if (li >= (long)hp.n_layer) part = MTP;
+        else if (li >= 0 && (has_prefix(rest, "ffn_gate_exps.") || has_prefix(rest, "ffn_up_exps.") ||
+                             has_prefix(rest, "ffn_down_exps.") || has_prefix(rest, "ffn_gate_up_exps.")))
+            part = ROUTED;
+        else if (li >= 0 && (has_prefix(rest, "ffn_gate_shexp.") || has_prefix(rest, "ffn_up_shexp.") ||
+                             has_prefix(rest, "ffn_down_shexp.")))
+            part = SHARED;
+        else if (li >= 0) part = LAYERS;
+        par[part] += n;
+        byt[part] += ts->nbytes;
+    }
+    int gdn = 0;
+    for (uint32_t l = 0; l < hp.n_layer; l++) gdn += hp.recurrent[l];
+    printf("\nmodel: %s, %u layers (%d Gated DeltaNet, %u attention)%s\n", nx_hp_arch(&hp), hp.n_layer, gdn,
+           hp.n_layer - (uint32_t)gdn, hp.n_mtp ? " + 1 MTP block" : ", no MTP block");
+    if (hp.moe)
+        printf("  experts: %u per layer, %u routed per token + 1 shared; expert width %u, shared width %u\n",
+               hp.n_expert, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp);
+    uint64_t tot_p = 0, tot_b = 0;
+    for (int k = 0; k < MTP; k++) tot_p += par[k], tot_b += byt[k];
+    char hb[32];
+    printf("  %-28s %14s %12s\n", "part", "parameters", "bytes");
+    for (int k = 0; k < N_PART; k++) {
+        if (!hp.moe && (k == ROUTED || k == SHARED)) continue;
+        human(hb, sizeof hb, byt[k]);
+        printf("  %-28s %14" PRIu64 " %12s", part_name[k], par[k], hb);
+        if (k < MTP) printf("  %5.1f %% of the trunk", tot_b ? 100.0 * (double)byt[k] / (double)tot_b : 0.0);
+        printf("\n");
+    }
+    if (hp.moe) {
+        /* a token reads k of the n experts of every layer (all experts of a layer have one type) */
+        const uint64_t act_p = tot_p - par[ROUTED] + par[ROUTED] / hp.n_expert * hp.n_expert_used;
+        const uint64_t act_b = tot_b - byt[ROUTED] + byt[ROUTED] / hp.n_expert * hp.n_expert_used;
+        human(hb, sizeof hb, act_b);
+        printf("  active per token (trunk): %" PRIu64 " of %" PRIu64 " parameters, %s of weights\n", act_p, tot_p, hb);
+    }
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: nextn info [--no-tensors] [--full] [--json] FILE.gguf\n"
                "  prints the metadata, the tensor table and totals of a GGUF file\n"
@@ -351,6 +428,7 @@ int cmd_info(int argc, char **argv) {
         printf("  %-8s %6" PRIu64 " %-7s %14" PRIu64 " bytes (%s)\n", type_name(ty, tb, sizeof tb), per_count[ty],
                per_count[ty] == 1 ? "tensor" : "tensors", per_bytes[ty], hb);
     }
+    print_model_summary(g);
     free(t.p);
     nx_gguf_close(g);
     return 0;

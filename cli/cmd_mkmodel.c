@@ -1,4 +1,4 @@
-/* cmd_mkmodel.c - `nextn mkmodel`: write a synthetic qwen35 GGUF (see src/mkmodel.h). */
+/* cmd_mkmodel.c - `nextn mkmodel`: write a synthetic qwen35 / qwen35moe GGUF (see src/convert/mkmodel.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +9,16 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: nextn mkmodel --preset {tiny,0.8b,2b,4b,9b} [--type T] [--seed N] [--no-mtp]\n"
-            "                     [--vocab N] [--tie|--untie] [-t THREADS] -o FILE\n"
+            "usage: nextn mkmodel --preset P [--type T] [--seed N] [--no-mtp] [--layers N]\n"
+            "                     [--vocab N] [--tie|--untie] [--fuse-gate-up-exps] [-t THREADS] -o FILE\n"
+            "  --preset P  dense (qwen35): tiny 0.8b 2b 4b 9b; MoE (qwen35moe): tiny-moe 35b-a3b 122b-a10b\n"
             "  --type T    matrix type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k (default f32)\n"
             "  --seed N    weights are a pure function of the seed (default 1)\n"
             "  --no-mtp    omit the MTP block (nextn_predict_layers absent)\n"
-            "  --vocab N   vocabulary size (byte-level BPE, >= 259; default: preset's)\n");
+            "  --layers N  keep only the first N trunk layers (real widths, same layer types; default all)\n"
+            "  --vocab N   vocabulary size (byte-level BPE, >= 259; default: preset's)\n"
+            "  --fuse-gate-up-exps  MoE: one ffn_gate_up_exps tensor per layer instead of ffn_gate_exps +\n"
+            "              ffn_up_exps (what llama.cpp's converter writes with the same flag)\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -42,6 +46,8 @@ int cmd_mkmodel(int argc, char **argv) {
             o.tie = 1;
         } else if (!strcmp(a, "--untie")) {
             o.tie = 0;
+        } else if (!strcmp(a, "--fuse-gate-up-exps")) {
+            o.fuse_gate_up = true;
         } else if (!v) {
             fprintf(stderr, "nextn mkmodel: %s needs a value (or is unknown)\n", a);
             usage(stderr);
@@ -61,6 +67,8 @@ int cmd_mkmodel(int argc, char **argv) {
             o.seed = u, i++;
         } else if (!strcmp(a, "--vocab") && parse_u64(v, &u) && u <= UINT32_MAX) {
             o.n_vocab = (uint32_t)u, i++;
+        } else if (!strcmp(a, "--layers") && parse_u64(v, &u) && u >= 1 && u <= 1024) {
+            o.n_layers = (uint32_t)u, i++;
         } else if (!strcmp(a, "-t") && parse_u64(v, &u) && u >= 1 && u <= 1024) {
             threads = (int)u, i++;
         } else {

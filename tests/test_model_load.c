@@ -109,7 +109,7 @@ static void test_presets_have_real_shapes(void **state) {
         assert_int_equal(tied, want[i].tied);
         assert_true(!hp.recurrent[3] && hp.recurrent[0] && hp.recurrent[2] && !hp.recurrent[want[i].L]);
         nx_mk_tensor *ts;
-        int n = nx_mk_tensors(&hp, tied, &ts, &err);
+        int n = nx_mk_tensors(&hp, tied, false, &ts, &err);
         assert_true(n > 0);
         /* globals + per layer (GDN 13 / attention 11) + MTP 14 */
         int gdn = 0;

@@ -1,4 +1,4 @@
-/* mkmodel_write.c - the synthetic model as a GGUF file: qwen35 keys exactly as llama.cpp's
+/* mkmodel_write.c - the synthetic model as a GGUF file: qwen35 / qwen35moe keys exactly as llama.cpp's
  * converter writes them, a byte-level BPE vocabulary, and tensors streamed through the
  * writer's fill callback (memory ~ one tensor; rows generated and quantized in parallel). */
 #include <math.h>
@@ -134,7 +134,7 @@ typedef struct fill_job {
 
 static void fill_task(void *p, int ith, int nth) {
     fill_job *j = p;
-    const int64_t n0 = (int64_t)j->t->ne[0], n1 = (int64_t)j->t->ne[1];
+    const int64_t n0 = (int64_t)j->t->ne[0], n1 = nx_mk_rows(j->t);
     const int64_t per = (n1 + nth - 1) / nth, r0 = NX_MIN(n1, per * ith), r1 = NX_MIN(n1, r0 + per);
     const nx_type_traits *tt = nx_type_get(j->type);
     float *buf = j->rowbuf + (size_t)ith * (size_t)n0;
@@ -146,7 +146,7 @@ static void fill_task(void *p, int ith, int nth) {
 
 static bool fill_tensor(void *user, void *dst, uint64_t nbytes, nx_err *err) {
     fill_job *j = user;
-    if (nbytes != j->row_bytes * j->t->ne[1])
+    if (nbytes != j->row_bytes * (uint64_t)nx_mk_rows(j->t))
         return nx_fail(err, "mkmodel: tensor '%s' size mismatch (%llu bytes asked)", j->t->name,
                        (unsigned long long)nbytes);
     j->dst = dst;
@@ -167,7 +167,7 @@ bool nx_mkmodel_write(const nx_mk_options *o, const char *path, nx_pool *pool, n
     const nx_type_traits *mt = nx_type_get(o->type);
     if (!mt || !mt->from_float) return nx_fail(err, "mkmodel: cannot produce weights of type %s", nx_type_name(o->type));
     nx_mk_tensor *ts = NULL;
-    int n = nx_mk_tensors(&hp, tied, &ts, err);
+    int n = nx_mk_tensors(&hp, tied, o->fuse_gate_up, &ts, err);
     if (n < 0) return false;
     fill_job *jobs = nx_calloc((size_t)n, sizeof *jobs, "mkmodel jobs", err);
     nx_gguf_writer *w = jobs ? nx_gguf_writer_new(err) : NULL;
@@ -175,33 +175,48 @@ bool nx_mkmodel_write(const nx_mk_options *o, const char *path, nx_pool *pool, n
     bool ok = false;
     if (!w || !vocab_build(&voc, hp.n_vocab, err)) goto done;
 
-    char name[64];
-    snprintf(name, sizeof name, "nextn synthetic qwen35 %s seed %llu", o->preset, (unsigned long long)o->seed);
+    char name[96];
+    snprintf(name, sizeof name, "nextn synthetic %s %s seed %llu", nx_hp_arch(&hp), o->preset,
+             (unsigned long long)o->seed);
     const int32_t sections[4] = {hp.rope_sections[0], hp.rope_sections[1], hp.rope_sections[2], hp.rope_sections[3]};
+    /* keys in the order llama.cpp's converter writes them: the generic text-model keys (expert
+     * counts after the norm epsilon), then the MoE widths, the MTP count, the GDN keys */
+    const char *arch = nx_hp_arch(&hp);
+    char key[96];
+#define K(k) (snprintf(key, sizeof key, "%s.%s", arch, k), key)
 #define OK(x) if (!(x)) goto done
-    OK(nx_gguf_add_str(w, "general.architecture", "qwen35", err));
+    OK(nx_gguf_add_str(w, "general.architecture", arch, err));
     OK(nx_gguf_add_str(w, "general.type", "model", err));
     OK(nx_gguf_add_str(w, "general.name", name, err));
-    OK(nx_gguf_add_u32(w, "qwen35.block_count", hp.n_layer_all, err));
-    OK(nx_gguf_add_u32(w, "qwen35.context_length", hp.n_ctx_train, err));
-    OK(nx_gguf_add_u32(w, "qwen35.embedding_length", hp.n_embd, err));
-    OK(nx_gguf_add_u32(w, "qwen35.feed_forward_length", hp.n_ff, err));
-    OK(nx_gguf_add_u32(w, "qwen35.attention.head_count", hp.n_head, err));
-    OK(nx_gguf_add_u32(w, "qwen35.attention.head_count_kv", hp.n_head_kv, err));
-    OK(nx_gguf_add_f32(w, "qwen35.rope.freq_base", hp.rope_base, err));
-    OK(nx_gguf_add_f32(w, "qwen35.attention.layer_norm_rms_epsilon", hp.eps, err));
-    OK(nx_gguf_add_u32(w, "qwen35.attention.key_length", hp.head_dim, err));
-    OK(nx_gguf_add_u32(w, "qwen35.attention.value_length", hp.head_dim, err));
+    OK(nx_gguf_add_u32(w, K("block_count"), hp.n_layer_all, err));
+    OK(nx_gguf_add_u32(w, K("context_length"), hp.n_ctx_train, err));
+    OK(nx_gguf_add_u32(w, K("embedding_length"), hp.n_embd, err));
+    if (!hp.moe) OK(nx_gguf_add_u32(w, K("feed_forward_length"), hp.n_ff, err));
+    OK(nx_gguf_add_u32(w, K("attention.head_count"), hp.n_head, err));
+    OK(nx_gguf_add_u32(w, K("attention.head_count_kv"), hp.n_head_kv, err));
+    OK(nx_gguf_add_f32(w, K("rope.freq_base"), hp.rope_base, err));
+    OK(nx_gguf_add_f32(w, K("attention.layer_norm_rms_epsilon"), hp.eps, err));
+    if (hp.moe) {
+        OK(nx_gguf_add_u32(w, K("expert_count"), hp.n_expert, err));
+        OK(nx_gguf_add_u32(w, K("expert_used_count"), hp.n_expert_used, err));
+    }
+    OK(nx_gguf_add_u32(w, K("attention.key_length"), hp.head_dim, err));
+    OK(nx_gguf_add_u32(w, K("attention.value_length"), hp.head_dim, err));
     OK(nx_gguf_add_u32(w, "general.file_type", llama_ftype(o->type), err));
-    if (hp.n_mtp) OK(nx_gguf_add_u32(w, "qwen35.nextn_predict_layers", hp.n_mtp, err));
-    OK(nx_gguf_add_u32(w, "qwen35.ssm.conv_kernel", hp.ssm_conv_kernel, err));
-    OK(nx_gguf_add_u32(w, "qwen35.ssm.state_size", hp.ssm_d_state, err));
-    OK(nx_gguf_add_u32(w, "qwen35.ssm.group_count", hp.ssm_n_group, err));
-    OK(nx_gguf_add_u32(w, "qwen35.ssm.time_step_rank", hp.ssm_dt_rank, err));
-    OK(nx_gguf_add_u32(w, "qwen35.ssm.inner_size", hp.ssm_d_inner, err));
-    OK(nx_gguf_add_u32(w, "qwen35.full_attention_interval", hp.full_attn_interval, err));
-    OK(nx_gguf_add_u32(w, "qwen35.rope.dimension_count", hp.n_rot, err));
-    OK(nx_gguf_add_arr(w, "qwen35.rope.dimension_sections", NX_GGUF_INT32, sections, 4, err));
+    if (hp.moe) {
+        OK(nx_gguf_add_u32(w, K("expert_feed_forward_length"), hp.n_ff_exp, err));
+        OK(nx_gguf_add_u32(w, K("expert_shared_feed_forward_length"), hp.n_ff_shexp, err));
+    }
+    if (hp.n_mtp) OK(nx_gguf_add_u32(w, K("nextn_predict_layers"), hp.n_mtp, err));
+    OK(nx_gguf_add_u32(w, K("ssm.conv_kernel"), hp.ssm_conv_kernel, err));
+    OK(nx_gguf_add_u32(w, K("ssm.state_size"), hp.ssm_d_state, err));
+    OK(nx_gguf_add_u32(w, K("ssm.group_count"), hp.ssm_n_group, err));
+    OK(nx_gguf_add_u32(w, K("ssm.time_step_rank"), hp.ssm_dt_rank, err));
+    OK(nx_gguf_add_u32(w, K("ssm.inner_size"), hp.ssm_d_inner, err));
+    OK(nx_gguf_add_u32(w, K("full_attention_interval"), hp.full_attn_interval, err));
+    OK(nx_gguf_add_u32(w, K("rope.dimension_count"), hp.n_rot, err));
+    OK(nx_gguf_add_arr(w, K("rope.dimension_sections"), NX_GGUF_INT32, sections, 4, err));
+#undef K
     OK(nx_gguf_add_u32(w, "general.quantization_version", 2, err));
     OK(nx_gguf_add_str(w, "tokenizer.ggml.model", "gpt2", err));
     OK(nx_gguf_add_str(w, "tokenizer.ggml.pre", "qwen2", err));

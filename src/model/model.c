@@ -1,4 +1,4 @@
-/* model.c - qwen35 hyper-parameters from GGUF keys and weight binding (reference §1, §2). */
+/* model.c - qwen35 / qwen35moe hyper-parameter checks and weight binding (reference §1, §2). */
 #include "model/model.h"
 
 #include <stdio.h>
@@ -10,19 +10,31 @@
 /* ---- hyper-parameters ------------------------------------------------------------------- */
 
 bool nx_hparams_finish(nx_hparams *hp, const char *where, nx_err *err) {
+    const char *a = nx_hp_arch(hp);
     if (hp->n_layer_all == 0 || hp->n_layer_all > NX_MAX_LAYERS)
-        return nx_fail(err, "%s: qwen35.block_count = %u (must be 1..%d)", where, hp->n_layer_all, NX_MAX_LAYERS);
+        return nx_fail(err, "%s: %s.block_count = %u (must be 1..%d)", where, a, hp->n_layer_all, NX_MAX_LAYERS);
     if (hp->n_mtp >= hp->n_layer_all)
-        return nx_fail(err, "%s: qwen35.nextn_predict_layers = %u must be < block_count = %u", where,
-                       hp->n_mtp, hp->n_layer_all);
+        return nx_fail(err, "%s: %s.nextn_predict_layers = %u must be < block_count = %u", where, a, hp->n_mtp,
+                       hp->n_layer_all);
     if (hp->n_mtp > 1)
-        return nx_fail(err, "%s: qwen35.nextn_predict_layers = %u; only 0 or 1 MTP layer is supported",
-                       where, hp->n_mtp);
+        return nx_fail(err, "%s: %s.nextn_predict_layers = %u; only 0 or 1 MTP layer is supported", where, a,
+                       hp->n_mtp);
     hp->n_layer = hp->n_layer_all - hp->n_mtp;
-    if (hp->n_embd == 0 || hp->n_head == 0 || hp->head_dim == 0 || hp->n_ff == 0 || hp->n_vocab == 0)
+    if (hp->n_embd == 0 || hp->n_head == 0 || hp->head_dim == 0 || (!hp->moe && hp->n_ff == 0) || hp->n_vocab == 0)
         return nx_fail(err, "%s: zero size (embedding_length %u, head_count %u, key_length %u, "
                        "feed_forward_length %u, vocab %u)", where, hp->n_embd, hp->n_head, hp->head_dim,
                        hp->n_ff, hp->n_vocab);
+    if (hp->moe) {
+        if (hp->n_expert == 0 || hp->n_expert > NX_MAX_EXPERTS)
+            return nx_fail(err, "%s: %s.expert_count = %u (must be 1..%d)", where, a, hp->n_expert, NX_MAX_EXPERTS);
+        if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+            return nx_fail(err, "%s: %s.expert_used_count = %u must be in 1..expert_count (%u)", where, a,
+                           hp->n_expert_used, hp->n_expert);
+        if (hp->n_ff_exp == 0 || hp->n_ff_shexp == 0)
+            return nx_fail(err, "%s: expert width %u / shared expert width %u is 0 (%s.expert_feed_forward_length "
+                           "and expert_shared_feed_forward_length absent, and feed_forward_length = %u)", where,
+                           hp->n_ff_exp, hp->n_ff_shexp, a, hp->n_ff);
+    }
     if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
         return nx_fail(err, "%s: attention.head_count = %u is not a multiple of head_count_kv = %u", where,
                        hp->n_head, hp->n_head_kv);
@@ -173,6 +185,78 @@ static bool bind_attn(binder *b, const nx_hparams *hp, int li, nx_layer *l, nx_e
     return true;
 }
 
+/* A stacked expert tensor {in, out, n_expert} as the view of expert 0 plus the byte stride
+ * between experts.  *found = false when absent and optional. */
+static bool bind_experts(binder *b, const char *name, int64_t in, int64_t out, int64_t n_expert, bool required,
+                         nx_weight *w, size_t *stride, bool *found, nx_err *err) {
+    uint64_t want[3] = {(uint64_t)in, (uint64_t)out, (uint64_t)n_expert};
+    nx_tensor_info ti;
+    bool f;
+    if (!find_checked(b, name, 3, want, required, &ti, &f, err)) return false;
+    if (found) *found = f;
+    if (!f) return true;
+    if (!nx_vec_dot_for(ti.type, NX_ISA_SCALAR))
+        return nx_fail(err, "%s: tensor '%s' has type %s, which has no matrix kernel", b->where, name,
+                       nx_type_name(ti.type));
+    if (!nx_weight_init(w, ti.data, ti.type, in, out, err))
+        return nx_fail_prefix(err, "%s: tensor '%s'", b->where, name);
+    *stride = w->row_bytes * (size_t)out;
+    b->m->weight_bytes += (uint64_t)*stride * (uint64_t)n_expert;
+    b->m->expert_bytes += (uint64_t)*stride * (uint64_t)n_expert;
+    return true;
+}
+
+/* The mixture-of-experts FFN (model.h, nx_moe_weights) with llama.cpp's tensor set: router,
+ * fused ffn_gate_up_exps or stacked ffn_gate_exps + ffn_up_exps, ffn_down_exps, and the shared
+ * expert with its sigmoid gate. */
+static bool bind_moe(binder *b, const nx_hparams *hp, int li, nx_layer *l, nx_err *err) {
+    char name[128], other[128];
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, S = hp->n_ff_shexp, N = hp->n_expert;
+    nx_moe_weights *w = &l->moe;
+    l->is_moe = true;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", li);
+    if (!bind_matrix(b, name, E, N, true, &w->router, NULL, err)) return false;
+    bool fused;
+    nx_weight gu;
+    size_t gu_stride;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", li);
+    if (!bind_experts(b, name, E, 2 * F, N, false, &gu, &gu_stride, &fused, err)) return false;
+    if (fused) {
+        nx_tensor_info ti;
+        snprintf(other, sizeof other, "blk.%d.ffn_gate_exps.weight", li);
+        bool dup = b->lookup(b->user, other, &ti);
+        if (!dup) {
+            snprintf(other, sizeof other, "blk.%d.ffn_up_exps.weight", li);
+            dup = b->lookup(b->user, other, &ti);
+        }
+        if (dup)
+            return nx_fail(err, "%s: both '%s' and '%s' present (the fused and the stacked expert layout "
+                           "exclude each other)", b->where, name, other);
+        w->fused_gate_up = true;
+        w->gate = gu;
+        w->gate.out = F;
+        w->up = w->gate;
+        w->up.data = (const char *)gu.data + (size_t)F * gu.row_bytes;
+        w->gate_stride = w->up_stride = gu_stride;
+    } else {
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", li);
+        if (!bind_experts(b, name, E, F, N, true, &w->gate, &w->gate_stride, NULL, err)) return false;
+        snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", li);
+        if (!bind_experts(b, name, E, F, N, true, &w->up, &w->up_stride, NULL, err)) return false;
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", li);
+    if (!bind_experts(b, name, F, E, N, true, &w->down, &w->down_stride, NULL, err)) return false;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", li);
+    if (!bind_matrix(b, name, E, 1, true, &w->sh_gate_inp, NULL, err)) return false;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_shexp.weight", li);
+    if (!bind_matrix(b, name, E, S, true, &w->sh_gate, NULL, err)) return false;
+    snprintf(name, sizeof name, "blk.%d.ffn_up_shexp.weight", li);
+    if (!bind_matrix(b, name, E, S, true, &w->sh_up, NULL, err)) return false;
+    snprintf(name, sizeof name, "blk.%d.ffn_down_shexp.weight", li);
+    if (!bind_matrix(b, name, S, E, true, &w->sh_down, NULL, err)) return false;
+    return true;
+}
+
 static bool bind_common(binder *b, const nx_hparams *hp, int li, nx_layer *l, nx_err *err) {
     char name[128];
     int64_t E = hp->n_embd, F = hp->n_ff;
@@ -180,6 +264,7 @@ static bool bind_common(binder *b, const nx_hparams *hp, int li, nx_layer *l, nx
     if (!bind_vec(b, name, E, &l->attn_norm, err)) return false;
     snprintf(name, sizeof name, "blk.%d.post_attention_norm.weight", li);
     if (!bind_vec(b, name, E, &l->post_norm, err)) return false;
+    if (hp->moe) return bind_moe(b, hp, li, l, err);
     snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", li);
     if (!bind_matrix(b, name, E, F, true, &l->ffn_gate, NULL, err)) return false;
     snprintf(name, sizeof name, "blk.%d.ffn_up.weight", li);
@@ -219,7 +304,7 @@ static bool bind_mtp(binder *b, const nx_hparams *hp, nx_err *err) {
     int li = (int)hp->n_layer;
     char name[128];
     int64_t E = hp->n_embd, V = hp->n_vocab;
-    uint64_t before = m->weight_bytes;
+    uint64_t before = m->weight_bytes, before_exp = m->expert_bytes;
     t->layer.recurrent = false;
     t->layer.cache_index = 0;
     if (!bind_common(b, hp, li, &t->layer, err) || !bind_attn(b, hp, li, &t->layer, err)) return false;
@@ -240,7 +325,8 @@ static bool bind_mtp(binder *b, const nx_hparams *hp, nx_err *err) {
     snprintf(name, sizeof name, "blk.%d.nextn.shared_head_head.weight", li);
     if (!bind_matrix(b, name, E, V, false, &t->head, &found, err)) return false;
     if (!found) t->head = m->output;
-    m->weight_bytes = before; /* weight_bytes counts the trunk only */
+    m->weight_bytes = before; /* weight_bytes and expert_bytes count the trunk only */
+    m->expert_bytes = before_exp;
     t->present = true;
     return true;
 }
@@ -287,7 +373,8 @@ bool nx_model_bind_mtp_only(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_
     if (!nx_hparams_finish(&m->hp, where, err)) return false;
     hp = &m->hp;
     if (hp->n_mtp != 1)
-        return nx_fail(err, "%s: no MTP block (qwen35.nextn_predict_layers = %u, expected 1)", where, hp->n_mtp);
+        return nx_fail(err, "%s: no MTP block (%s.nextn_predict_layers = %u, expected 1)", where, nx_hp_arch(hp),
+                       hp->n_mtp);
     binder b = {m, lookup, user, where};
     int64_t E = hp->n_embd, V = hp->n_vocab;
     bool found;

@@ -1,4 +1,5 @@
-/* model.h - Qwen3.5 (`qwen35`) hyper-parameters and weight views.
+/* model.h - Qwen3.5 (`qwen35`, dense) and Qwen3.5-MoE (`qwen35moe`) hyper-parameters and
+ * weight views.
  *
  * A model is a set of views into a GGUF mapping: matrices become nx_weight (matmul.h) pointing
  * straight into the mmapped file, so loading costs no copy and the page cache is shared.  Only
@@ -13,7 +14,9 @@
  * type each give an error naming the key or tensor and the expected/actual values.
  *
  * Layer numbering follows the file: trunk layers 0..L-1, the MTP block is layer L (only
- * nextn_predict_layers == 1 is supported).  Reference: docs/qwen35-reference.md §1, §2.
+ * nextn_predict_layers == 1 is supported).  qwen35moe differs from qwen35 only in the FFN of
+ * every layer (trunk and MTP block): a mixture of experts (nx_moe_weights) instead of one
+ * SwiGLU block, and in the expert_* keys.
  */
 #ifndef NX_MODEL_H
 #define NX_MODEL_H
@@ -24,13 +27,21 @@
 
 #define NX_MAX_LAYERS 256
 
+/* LLAMA_MAX_EXPERTS of llama.cpp: files with more experts do not load there either. */
+#define NX_MAX_EXPERTS 512
+
 typedef struct nx_hparams {
+    bool moe;                 /* general.architecture qwen35moe: every FFN is a mixture of experts */
     uint32_t n_ctx_train;
     uint32_t n_embd;          /* E */
     uint32_t n_layer_all;     /* block_count = L + n_mtp */
     uint32_t n_layer;         /* L, trunk layers */
     uint32_t n_mtp;           /* nextn_predict_layers (0 or 1) */
-    uint32_t n_ff;            /* F */
+    uint32_t n_ff;            /* F (dense FFN width; for qwen35moe only a fallback, may be 0) */
+    uint32_t n_expert;        /* qwen35moe: experts per layer (expert_count) */
+    uint32_t n_expert_used;   /* qwen35moe: experts routed per token, top-k (expert_used_count) */
+    uint32_t n_ff_exp;        /* qwen35moe: expert width (expert_feed_forward_length, else F / k) */
+    uint32_t n_ff_shexp;      /* qwen35moe: shared expert width (expert_shared_feed_forward_length, else F) */
     uint32_t n_head;          /* H */
     uint32_t n_head_kv;       /* Hkv */
     uint32_t head_dim;        /* D = key_length = value_length */
@@ -53,6 +64,9 @@ static inline uint32_t nx_hp_key_dim(const nx_hparams *h)   { return h->ssm_n_gr
 static inline uint32_t nx_hp_value_dim(const nx_hparams *h) { return h->ssm_d_inner; }
 static inline uint32_t nx_hp_conv_dim(const nx_hparams *h)  { return 2 * nx_hp_key_dim(h) + h->ssm_d_inner; }
 static inline uint32_t nx_hp_kv_dim(const nx_hparams *h)    { return h->n_head_kv * h->head_dim; }
+
+/* "qwen35moe" or "qwen35": the architecture name and the prefix of every hyper-parameter key. */
+static inline const char *nx_hp_arch(const nx_hparams *h)   { return h->moe ? "qwen35moe" : "qwen35"; }
 
 /* Fills the derived fields (recurrent[] from full_attn_interval, n_layer from n_layer_all and
  * n_mtp) and checks every constraint (dk == dv, Hv % Hk == 0, H % Hkv == 0, n_rot even and
@@ -82,15 +96,43 @@ typedef struct nx_gdn_weights {
     const float *norm;        /* [dv], gated RMSNorm weight (no +1) */
 } nx_gdn_weights;
 
+/* The mixture-of-experts FFN of a qwen35moe layer (also of its MTP block):
+ *   p = softmax(router · f) over all experts; the k largest -> weights p_j / max(sum p_j, 6.1e-5);
+ *   moe = sum_j w_j · down_e(silu(gate_e · f) * (up_e · f));
+ *   FFN(f) = moe + sigmoid(sh_gate_inp · f) · sh_down(silu(sh_gate · f) * (sh_up · f)).
+ * Expert e's matrices are views into the stacked 3-D tensors: its gate rows start at
+ * gate.data + e * gate_stride (likewise up and down), so the stacked (ffn_gate_exps +
+ * ffn_up_exps) and the fused (ffn_gate_up_exps: per expert n_ff_exp gate rows, then n_ff_exp
+ * up rows) layouts differ only in base pointers and strides.  Nothing is copied. */
+typedef struct nx_moe_weights {
+    nx_weight router;         /* {E, n_expert} ffn_gate_inp */
+    nx_weight gate, up;       /* expert 0: {E, n_ff_exp} */
+    nx_weight down;           /* expert 0: {n_ff_exp, E} */
+    size_t gate_stride, up_stride, down_stride; /* bytes from expert e to expert e + 1 */
+    bool fused_gate_up;       /* bound from ffn_gate_up_exps */
+    nx_weight sh_gate, sh_up; /* {E, n_ff_shexp} */
+    nx_weight sh_down;        /* {n_ff_shexp, E} */
+    nx_weight sh_gate_inp;    /* {E, 1}: ffn_gate_inp_shexp, one logit per row */
+} nx_moe_weights;
+
+/* Expert e's matrix of a stacked view (w = &moe->gate, &moe->up or &moe->down). */
+static inline nx_weight nx_moe_expert(const nx_weight *w, size_t stride, int e) {
+    nx_weight x = *w;
+    x.data = (const char *)w->data + (size_t)e * stride;
+    return x;
+}
+
 typedef struct nx_layer {
     bool recurrent;
+    bool is_moe;              /* FFN is `moe` below, else the dense ffn_* matrices */
     int cache_index;          /* index among attention layers (KV cache) or GDN layers (state) */
     const float *attn_norm;   /* [E] */
     const float *post_norm;   /* [E] post_attention_norm, pre-FFN */
     nx_attn_weights attn;     /* valid when !recurrent */
     nx_gdn_weights gdn;       /* valid when recurrent */
-    nx_weight ffn_gate, ffn_up; /* {E, F} */
-    nx_weight ffn_down;       /* {F, E} */
+    nx_weight ffn_gate, ffn_up; /* {E, F} (dense) */
+    nx_weight ffn_down;       /* {F, E} (dense) */
+    nx_moe_weights moe;       /* valid when moe */
 } nx_layer;
 
 /* The MTP / NextN block (reference §2.6, §7).  Kept for the MTP driver; the trunk never uses it.
@@ -120,7 +162,16 @@ typedef struct nx_model {
     float **owned;            /* F32 copies of small tensors stored in other types */
     int n_owned, cap_owned;
     uint64_t weight_bytes;    /* bytes of all bound trunk tensors (for bandwidth figures) */
+    uint64_t expert_bytes;    /* of which routed experts (qwen35moe), all experts of all trunk layers */
 } nx_model;
+
+/* Trunk bytes one token's forward pass reads when every layer routes to k of n experts: all
+ * weights except the routed experts, plus k / n of those (the embedding counted whole, as in
+ * weight_bytes). */
+static inline uint64_t nx_model_active_bytes(const nx_model *m) {
+    if (!m->hp.moe || m->hp.n_expert == 0) return m->weight_bytes;
+    return m->weight_bytes - m->expert_bytes + m->expert_bytes / m->hp.n_expert * m->hp.n_expert_used;
+}
 
 /* A tensor as the binder sees it: type, dims (fastest first) and data. */
 typedef struct nx_tensor_info {

@@ -1,5 +1,6 @@
-/* model_load.c - qwen35 hyper-parameters from GGUF keys (reference §1) and loading a model
+/* model_load.c - qwen35 / qwen35moe hyper-parameters from GGUF keys (reference §1) and loading a model
  * from a GGUF file: the tensors are bound in place inside the mapping (model.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,22 +26,32 @@ bool nx_hparams_from_gguf(nx_hparams *hp, const nx_gguf *g, nx_err *err) {
     memset(hp, 0, sizeof *hp);
     nx_str arch;
     if (!nx_gguf_get_str(g, "general.architecture", &arch, err)) return false;
-    if (!nx_str_eq(arch, "qwen35"))
-        return nx_fail(err, "%s: unsupported general.architecture '%.*s' (this engine runs 'qwen35')", g->path,
-                       (int)NX_MIN(arch.len, 64), arch.ptr);
-#define U32(key, dst) if (!nx_gguf_get_u32(g, "qwen35." key, dst, err)) return false
-#define U32_OR(key, def, dst) if (!nx_gguf_get_u32_or(g, "qwen35." key, def, dst, err)) return false
+    if (nx_str_eq(arch, "qwen35moe")) hp->moe = true;
+    else if (!nx_str_eq(arch, "qwen35"))
+        return nx_fail(err, "%s: unsupported general.architecture '%.*s' (this engine runs 'qwen35' and "
+                       "'qwen35moe')", g->path, (int)NX_MIN(arch.len, 64), arch.ptr);
+    const char *a = nx_hp_arch(hp);
+    char key[96];
+#define KEY(k) (snprintf(key, sizeof key, "%s.%s", a, k), key)
+#define U32(k, dst) if (!nx_gguf_get_u32(g, KEY(k), dst, err)) return false
+#define U32_OR(k, def, dst) if (!nx_gguf_get_u32_or(g, KEY(k), def, dst, err)) return false
     U32("context_length", &hp->n_ctx_train);
     U32("embedding_length", &hp->n_embd);
     U32("block_count", &hp->n_layer_all);
-    U32("feed_forward_length", &hp->n_ff);
+    /* the dense FFN width; for qwen35moe only the fallback of the expert widths (llama.cpp reads
+     * it as optional for both, the dense graph then needs it) */
+    if (hp->moe) {
+        U32_OR("feed_forward_length", 0, &hp->n_ff);
+    } else {
+        U32("feed_forward_length", &hp->n_ff);
+    }
     U32("attention.head_count", &hp->n_head);
     U32_OR("attention.head_count_kv", hp->n_head, &hp->n_head_kv);
     U32_OR("attention.key_length", hp->n_head ? hp->n_embd / hp->n_head : 0, &hp->head_dim);
     uint32_t vlen;
     U32_OR("attention.value_length", hp->head_dim, &vlen);
     if (vlen != hp->head_dim)
-        return nx_fail(err, "%s: qwen35.attention.value_length = %u differs from key_length = %u", g->path, vlen,
+        return nx_fail(err, "%s: %s.attention.value_length = %u differs from key_length = %u", g->path, a, vlen,
                        hp->head_dim);
     U32_OR("rope.dimension_count", hp->head_dim, &hp->n_rot);
     U32("ssm.conv_kernel", &hp->ssm_conv_kernel);
@@ -50,11 +61,27 @@ bool nx_hparams_from_gguf(nx_hparams *hp, const nx_gguf *g, nx_err *err) {
     U32("ssm.inner_size", &hp->ssm_d_inner);
     U32_OR("full_attention_interval", 4, &hp->full_attn_interval);
     U32_OR("nextn_predict_layers", 0, &hp->n_mtp);
+    if (hp->moe) {
+        /* llama.cpp: n_ff_exp = expert_feed_forward_length or F / k; n_ff_shexp = its key or F;
+         * gating is softmax -> top-k -> renormalise whatever expert_gating_func / expert_weights_*
+         * say (not read for this architecture); grouped routing would be applied, so refuse it */
+        uint32_t ff_exp, ff_sh, groups;
+        U32_OR("expert_count", 0, &hp->n_expert);
+        U32_OR("expert_used_count", 0, &hp->n_expert_used);
+        U32_OR("expert_feed_forward_length", 0, &ff_exp);
+        U32_OR("expert_shared_feed_forward_length", 0, &ff_sh);
+        U32_OR("expert_group_count", 0, &groups);
+        if (groups > 1)
+            return nx_fail(err, "%s: %s.expert_group_count = %u: grouped expert routing is not supported", g->path,
+                           a, groups);
+        hp->n_ff_exp = ff_exp ? ff_exp : hp->n_expert_used ? hp->n_ff / hp->n_expert_used : 0;
+        hp->n_ff_shexp = ff_sh ? ff_sh : hp->n_ff;
+    }
 #undef U32
 #undef U32_OR
-    if (!nx_gguf_get_f32(g, "qwen35.attention.layer_norm_rms_epsilon", &hp->eps, err)) return false;
-    if (!nx_gguf_get_f32_or(g, "qwen35.rope.freq_base", 10000.0f, &hp->rope_base, err)) return false;
-    if (!get_sections(g, "qwen35.rope.dimension_sections", hp->rope_sections, err)) return false;
+    if (!nx_gguf_get_f32(g, KEY("attention.layer_norm_rms_epsilon"), &hp->eps, err)) return false;
+    if (!nx_gguf_get_f32_or(g, KEY("rope.freq_base"), 10000.0f, &hp->rope_base, err)) return false;
+    if (!get_sections(g, KEY("rope.dimension_sections"), hp->rope_sections, err)) return false;
 
     const nx_gguf_kv *toks = nx_gguf_find_kv(g, "tokenizer.ggml.tokens");
     if (toks) {
@@ -70,25 +97,26 @@ bool nx_hparams_from_gguf(nx_hparams *hp, const nx_gguf *g, nx_err *err) {
     }
 
     if (hp->n_layer_all == 0 || hp->n_layer_all > NX_MAX_LAYERS)
-        return nx_fail(err, "%s: qwen35.block_count = %u (must be 1..%d)", g->path, hp->n_layer_all, NX_MAX_LAYERS);
+        return nx_fail(err, "%s: %s.block_count = %u (must be 1..%d)", g->path, a, hp->n_layer_all, NX_MAX_LAYERS);
     if (hp->n_mtp >= hp->n_layer_all)
-        return nx_fail(err, "%s: qwen35.nextn_predict_layers = %u must be < block_count = %u", g->path, hp->n_mtp,
+        return nx_fail(err, "%s: %s.nextn_predict_layers = %u must be < block_count = %u", g->path, a, hp->n_mtp,
                        hp->n_layer_all);
     uint32_t L = hp->n_layer_all - hp->n_mtp;
-    const nx_gguf_kv *rl = nx_gguf_find_kv(g, "qwen35.attention.recurrent_layers");
+    const nx_gguf_kv *rl = nx_gguf_find_kv(g, KEY("attention.recurrent_layers"));
     if (rl) {
         if (rl->type != NX_GGUF_ARRAY || rl->arr_count != hp->n_layer_all || rl->arr_type == NX_GGUF_STRING ||
             rl->arr_type == NX_GGUF_ARRAY || rl->arr_type == NX_GGUF_FLOAT32 || rl->arr_type == NX_GGUF_FLOAT64)
-            return nx_fail(err, "%s: qwen35.attention.recurrent_layers must be a bool/integer array of block_count "
-                           "= %u elements", g->path, hp->n_layer_all);
+            return nx_fail(err, "%s: %s.attention.recurrent_layers must be a bool/integer array of block_count "
+                           "= %u elements", g->path, a, hp->n_layer_all);
         for (uint32_t i = 0; i < hp->n_layer_all; i++)
             hp->recurrent[i] = i < L && nx_gguf_arr_int(rl, i) != 0;
     } else {
         if (hp->full_attn_interval == 0)
-            return nx_fail(err, "%s: qwen35.full_attention_interval must be > 0", g->path);
+            return nx_fail(err, "%s: %s.full_attention_interval must be > 0", g->path, a);
         for (uint32_t i = 0; i < hp->n_layer_all; i++)
             hp->recurrent[i] = i < L && (i + 1) % hp->full_attn_interval != 0;
     }
+#undef KEY
     return nx_hparams_finish(hp, g->path, err);
 }
 

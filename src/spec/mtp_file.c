@@ -69,7 +69,8 @@ bool nx_mtp_extract(const char *src_path, const char *dst_path, nx_err *err) {
     bool ok = false;
     if (!nx_hparams_from_gguf(&hp, g, err)) goto done;
     if (hp.n_mtp != 1) {
-        nx_fail(err, "%s: no MTP block to extract (qwen35.nextn_predict_layers = %u)", src_path, hp.n_mtp);
+        nx_fail(err, "%s: no MTP block to extract (%s.nextn_predict_layers = %u)", src_path, nx_hp_arch(&hp),
+                hp.n_mtp);
         goto done;
     }
     w = nx_gguf_writer_new(err);
