@@ -20,7 +20,8 @@ int cmd_serve(int argc, char **argv) {
     int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
     int32_t max_body_mb = 16;
     int kv_choice = 0, spec_choice = 0;
-    bool no_think = false, no_adaptive = false;
+    bool no_think = false, no_adaptive = false, no_cache = false;
+    int32_t n_ckpt = 8, ckpt_every = 256;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
@@ -47,6 +48,9 @@ int cmd_serve(int argc, char **argv) {
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
         {"--max-queue", NULL, NX_ARG_INT, &max_queue, "N", "requests waiting for a slot at most (default 64)", 1, 1 << 20, NULL, false},
         {"--max-body", NULL, NX_ARG_INT, &max_body_mb, "MB", "request body size limit (default 16)", 1, 4096, NULL, false},
+        {"--no-cache-prompt", NULL, NX_ARG_FLAG, &no_cache, NULL, "no prompt cache: every request decodes its whole prompt", 0, 0, NULL, false},
+        {"--ctx-checkpoints", "-ctxcp", NX_ARG_INT, &n_ckpt, "N", "prompt cache: recurrent-state checkpoints per slot (default 8)", 0, NX_SRV_MAX_CKPT, NULL, false},
+        {"--checkpoint-every", NULL, NX_ARG_INT, &ckpt_every, "N", "prompt cache: a checkpoint every N prompt tokens, 0 = only near prompt ends (default 256)", 0, 1 << 24, NULL, false},
         {"--spec", NULL, NX_ARG_CHOICE, &spec_choice, "none|mtp", "speculative decoding with the MTP head (default none)", 0, 0, spec_types, false},
         {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
         {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
@@ -88,7 +92,8 @@ int cmd_serve(int argc, char **argv) {
         .max_body = (size_t)max_body_mb << 20,
         .engine = {.n_slots = n_slots, .n_ctx = n_ctx, .n_batch = n_batch, .n_threads = n_threads,
                    .kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16, .max_queue = max_queue,
-                   .spec = spec_choice == 1, .spec_params = spec},
+                   .spec = spec_choice == 1, .spec_params = spec,
+                   .no_cache = no_cache, .n_ckpt = n_ckpt, .ckpt_every = ckpt_every},
         .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think},
     };
     nx_server *server = NULL;
@@ -101,6 +106,15 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "nextn %s: listening on http://%s:%d  (model %s, %d slot%s x %d tokens%s)\n", CMD, host,
             nx_server_port(server), p.model_name, n_slots, n_slots == 1 ? "" : "s", n_ctx,
             p.engine.spec ? ", speculative mtp" : "");
+    nx_srv_cache_stats cs;
+    nx_srv_engine_cache_stats(nx_server_engine(server), &cs);
+    if (no_cache)
+        fprintf(stderr, "nextn %s: prompt cache off (--no-cache-prompt)\n", CMD);
+    else
+        fprintf(stderr, "nextn %s: prompt cache: up to %d checkpoints per slot (every %d prompt tokens and near each "
+                "prompt's end), %.1f MiB each, %.1f MiB for %d slot%s at most\n", CMD, cs.n_ckpt, ckpt_every,
+                cs.ckpt_bytes / 1048576.0, (double)cs.ckpt_bytes * cs.n_ckpt * n_slots / 1048576.0, n_slots,
+                n_slots == 1 ? "" : "s");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "nextn %s: %s received, shutting down\n", CMD, sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -29,6 +29,7 @@ typedef struct nx_server nx_server;
 /* Starts the engine and the HTTP daemon. */
 bool nx_server_start(nx_server **out, const nextn_model *model, const nx_server_params *p, nx_err *err);
 int nx_server_port(const nx_server *s);
+nx_srv_engine *nx_server_engine(nx_server *s);
 /* Stops accepting, fails unfinished requests, joins every thread, frees.  NULL is allowed. */
 void nx_server_stop(nx_server *s);
 

@@ -7,6 +7,26 @@
 
 typedef enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_GENERATE } slot_state;
 
+/* A slot's prompt cache: what its sequence holds and the checkpoints into it (srv_engine.h). */
+typedef struct ckpt {
+    nextn_state *st;        /* in place (no attention cells) */
+    int32_t pos;
+} ckpt;
+
+typedef struct slot_cache {
+    int32_t *tok;           /* token history of the sequence: prompt, then every token generated */
+    int32_t n_tok, cap_tok;
+    int32_t n_held;         /* positions the sequence holds while the slot is free (tok[0..n_held)) */
+    ckpt ck[NX_SRV_MAX_CKPT]; /* increasing pos */
+    int n_ck;
+    nextn_state *spare;     /* an evicted checkpoint's buffers, reused by the next one */
+    int32_t next_every;     /* prefill: the next every-N checkpoint position */
+    int32_t turn_stop;      /* prefill of a chat prompt: the position of its last <|im_start|> (where the
+                             * reply's turn begins; the next turn's prompt renders the reply differently,
+                             * without its think block, so the cache can only match up to here) */
+    uint64_t used;          /* admission counter when last used (LRU among equal matches) */
+} slot_cache;
+
 typedef struct slot {
     slot_state state;
     nx_srv_req *req;        /* engine's reference while busy */
@@ -26,6 +46,10 @@ struct nx_srv_engine {
     /* batch arrays, n_batch rows */
     int32_t *b_tok, *b_pos, *b_seq;
     int8_t *b_logits;
+    slot_cache *cache;      /* [n_slots], survives the requests (slot itself is reset per request) */
+    uint64_t n_admitted;
+    nx_srv_cache_stats cst; /* under mu */
+    int32_t im_start;       /* the <|im_start|> token id, -1 if the vocabulary has none */
     nextn_spec *spec;       /* speculative mode: one generator, one sequence per slot */
     int32_t spec_stride;    /* tokens one sequence may emit per step */
     int32_t *spec_out;      /* [n_slots * spec_stride] tokens of one step */
@@ -43,13 +67,27 @@ struct nx_srv_engine {
 
 /* ---- request completion helpers ---------------------------------------------------------- */
 
-static void slot_release(nx_srv_engine *e, slot *s) {
+static void cache_drop_from(slot_cache *c, int32_t pos);
+static void cache_forget(nx_srv_engine *e, int32_t i);
+
+/* Ends the slot's request.  keep: its sequence stays in the prompt cache (a request that
+ * finished or was cancelled between iterations leaves a consistent sequence); else (a failed
+ * decode, or a request that opted out of the cache) it is cleared. */
+static void slot_release_ex(nx_srv_engine *e, slot *s, bool keep) {
+    const int32_t i = (int32_t)(s - e->slots);
+    slot_cache *c = &e->cache[i];
     nextn_sampler_free(s->smp);
     nextn_stream_free(s->detok);
+    keep = keep && !e->p.no_cache && s->req && !s->req->no_cache && s->state != SLOT_FREE;
     if (s->req) nx_srv_req_unref(s->req);
     nextn_error ignored;
-    if (e->ctx) nextn_seq_clear(e->ctx, (int32_t)(s - e->slots), &ignored);
-    if (e->spec) nextn_spec_seq_clear(e->spec, (int32_t)(s - e->slots), &ignored);
+    if (keep && e->spec) keep = nextn_spec_seq_keep(e->spec, i, &ignored);
+    if (keep) {
+        c->n_held = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+        if (c->n_held > c->n_tok) keep = false; /* never: every decoded token was recorded */
+        cache_drop_from(c, c->n_held + 1);
+    }
+    if (!keep) cache_forget(e, i);
     memset(s, 0, sizeof *s);
     s->row = -1;
     pthread_mutex_lock(&e->mu);
@@ -57,11 +95,183 @@ static void slot_release(nx_srv_engine *e, slot *s) {
     pthread_mutex_unlock(&e->mu);
 }
 
+static void slot_release(nx_srv_engine *e, slot *s) { slot_release_ex(e, s, true); }
+
 static void slot_fail(nx_srv_engine *e, slot *s, const char *msg) {
     pthread_mutex_lock(&s->req->mu);
     if (!s->req->done) nx_srv_req_finish_locked(s->req, NULL, msg);
     pthread_mutex_unlock(&s->req->mu);
-    slot_release(e, s);
+    slot_release_ex(e, s, false);
+}
+
+/* ---- prompt cache ------------------------------------------------------------------------ */
+
+/* Appends tokens to the slot's token history. */
+static bool cache_push(slot_cache *c, const int32_t *t, int32_t n) {
+    if (c->n_tok + n > c->cap_tok) {
+        int32_t cap = c->cap_tok ? c->cap_tok : 256;
+        while (cap < c->n_tok + n) cap *= 2;
+        int32_t *p = realloc(c->tok, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        c->tok = p;
+        c->cap_tok = cap;
+    }
+    memcpy(c->tok + c->n_tok, t, (size_t)n * sizeof *t);
+    c->n_tok += n;
+    return true;
+}
+
+/* Drops the checkpoints at positions >= pos (their buffers go to the spare). */
+static void cache_drop_from(slot_cache *c, int32_t pos) {
+    while (c->n_ck > 0 && c->ck[c->n_ck - 1].pos >= pos) {
+        ckpt *k = &c->ck[--c->n_ck];
+        if (!c->spare) c->spare = k->st;
+        else nextn_state_free(k->st);
+        k->st = NULL;
+    }
+}
+
+/* The sequence of slot i is empty: no tokens, no checkpoints. */
+static void cache_forget(nx_srv_engine *e, int32_t i) {
+    slot_cache *c = &e->cache[i];
+    nextn_error ignored;
+    if (e->ctx) nextn_seq_clear(e->ctx, i, &ignored);
+    if (e->spec) nextn_spec_seq_clear(e->spec, i, &ignored);
+    cache_drop_from(c, 0);
+    c->n_tok = c->n_held = 0;
+}
+
+/* Takes an in-place checkpoint of slot i's sequence at its current position (unless one is
+ * there already); the oldest goes when the slot has n_ckpt.  A failure only means no
+ * checkpoint. */
+static void cache_take(nx_srv_engine *e, int32_t i) {
+    slot_cache *c = &e->cache[i];
+    const int32_t pos = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+    if (e->p.n_ckpt <= 0 || pos <= 0 || (c->n_ck > 0 && c->ck[c->n_ck - 1].pos >= pos)) return;
+    nextn_state *st = c->spare;
+    c->spare = NULL;
+    if (c->n_ck == e->p.n_ckpt) {
+        if (!st) st = c->ck[0].st;
+        else nextn_state_free(c->ck[0].st);
+        memmove(c->ck, c->ck + 1, (size_t)(c->n_ck - 1) * sizeof *c->ck);
+        c->n_ck--;
+    }
+    nextn_error err;
+    const bool ok = e->ctx ? nextn_state_take(&st, e->ctx, i, NEXTN_STATE_IN_PLACE, &err)
+                           : nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_IN_PLACE, &err);
+    if (!ok) {
+        c->spare = st;
+        return;
+    }
+    c->ck[c->n_ck++] = (ckpt){st, pos};
+}
+
+/* How much of prompt p (n tokens) slot i can reuse: *pos positions, from the sequence as it is
+ * (*ck = -1) or from checkpoint *ck. */
+static void cache_match(const nx_srv_engine *e, int32_t i, const int32_t *p, int32_t n, int32_t *pos, int *ck) {
+    const slot_cache *c = &e->cache[i];
+    *pos = 0;
+    *ck = -1;
+    int32_t lcp = 0;
+    const int32_t m = NX_MIN(c->n_held, n);
+    while (lcp < m && c->tok[lcp] == p[lcp]) lcp++;
+    const int32_t lim = NX_MIN(lcp, n - 1); /* the last prompt token is always decoded */
+    if (c->n_held <= lim) {
+        *pos = c->n_held;
+        return;
+    }
+    for (int k = c->n_ck - 1; k >= 0; k--)
+        if (c->ck[k].pos <= lim) {
+            *pos = c->ck[k].pos;
+            *ck = k;
+            return;
+        }
+}
+
+/* The free slot for request r: the longest reusable prefix, then the least recently used. */
+static int choose_slot(const nx_srv_engine *e, const nx_srv_req *r) {
+    int best = -1;
+    int32_t best_pos = -1;
+    for (int i = 0; i < e->p.n_slots; i++) {
+        if (e->slots[i].state != SLOT_FREE) continue;
+        int32_t pos = 0;
+        int ck;
+        if (!e->p.no_cache && !r->no_cache) cache_match(e, i, r->prompt, r->n_prompt, &pos, &ck);
+        if (pos > best_pos || (pos == best_pos && e->cache[i].used < e->cache[best].used)) {
+            best = i;
+            best_pos = pos;
+        }
+    }
+    return best;
+}
+
+/* Puts slot i's sequence at the longest reusable prefix of r's prompt; returns the positions
+ * reused (0: the sequence starts empty). */
+static int32_t cache_prepare(nx_srv_engine *e, int32_t i, nx_srv_req *r) {
+    slot_cache *c = &e->cache[i];
+    c->used = ++e->n_admitted;
+    int32_t pos = 0;
+    int ck = -1;
+    if (!e->p.no_cache && !r->no_cache) cache_match(e, i, r->prompt, r->n_prompt, &pos, &ck);
+    nextn_error err;
+    if (pos > 0 && ck >= 0) {
+        const bool ok = e->ctx ? nextn_state_restore(e->ctx, i, c->ck[ck].st, &err)
+                               : nextn_spec_state_restore(e->spec, i, c->ck[ck].st, &err);
+        if (!ok) pos = 0;
+        else {
+            pthread_mutex_lock(&e->mu);
+            e->cst.restores++;
+            pthread_mutex_unlock(&e->mu);
+        }
+    }
+    if (pos == 0) {
+        cache_forget(e, i);
+    } else {
+        cache_drop_from(c, pos + 1);
+        /* the end of the previous reply: where a later request that edits this one resumes */
+        if (ck < 0) cache_take(e, i);
+    }
+    c->n_tok = pos;
+    c->n_held = 0;
+    c->next_every = e->p.ckpt_every > 0 ? (pos / e->p.ckpt_every + 1) * e->p.ckpt_every : INT32_MAX;
+    c->turn_stop = -1;
+    if (r->chat && e->im_start >= 0)
+        for (int32_t k = r->n_prompt - 1; k > pos && c->turn_stop < 0; k--)
+            if (r->prompt[k] == e->im_start) c->turn_stop = k;
+    if (!cache_push(c, r->prompt + pos, r->n_prompt - pos)) {
+        r->no_cache = true; /* out of memory for the history: this request runs uncached */
+        cache_forget(e, i);
+        pos = 0;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->cst.prompt_tokens += r->n_prompt;
+    if (pos > 0) {
+        e->cst.hits++;
+        e->cst.reused_tokens += pos;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return pos;
+}
+
+/* The next prompt position of slot i at which a checkpoint is taken (beyond `at`): every
+ * ckpt_every tokens and one before the prompt's end; INT32_MAX = none. */
+static int32_t cache_next_stop(const nx_srv_engine *e, int32_t i, int32_t n_prompt, int32_t at) {
+    if (e->p.no_cache || e->p.n_ckpt <= 0) return INT32_MAX;
+    const slot_cache *c = &e->cache[i];
+    int32_t stop = INT32_MAX;
+    if (c->next_every > at) stop = c->next_every;
+    if (c->turn_stop > at && c->turn_stop < stop) stop = c->turn_stop;
+    if (n_prompt - 1 > at && n_prompt - 1 < stop) stop = n_prompt - 1;
+    return stop < n_prompt ? stop : INT32_MAX;
+}
+
+/* After a prefill part reached position `at` of slot i's prompt: a checkpoint if it is a stop. */
+static void cache_after_part(nx_srv_engine *e, int32_t i, int32_t n_prompt, int32_t at, int32_t stop) {
+    slot_cache *c = &e->cache[i];
+    if (at != stop || stop == INT32_MAX || e->slots[i].req->no_cache) return;
+    cache_take(e, i);
+    while (c->next_every <= at) c->next_every += e->p.ckpt_every;
+    (void)n_prompt;
 }
 
 /* Records one generated token; returns true when the request is finished (and releases the slot). */
@@ -123,6 +333,11 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
         slot_release(e, s);
         return false;
     }
+    const int32_t reused = cache_prepare(e, (int32_t)(s - e->slots), r);
+    s->n_fed = reused;
+    pthread_mutex_lock(&r->mu);
+    r->n_cache = reused;
+    pthread_mutex_unlock(&r->mu);
     nextn_error err;
     if (!nextn_stream_create(&s->detok, e->tok, false, &err)) {
         slot_fail(e, s, err.msg);
@@ -139,20 +354,19 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     return true;
 }
 
-/* Moves queued requests into free slots. */
+/* Moves queued requests into free slots, each into the one with the longest reusable prefix. */
 static void admit_queued(nx_srv_engine *e) {
-    for (int i = 0; i < e->p.n_slots; i++) {
-        if (e->slots[i].state != SLOT_FREE) continue;
+    for (;;) {
         pthread_mutex_lock(&e->mu);
-        nx_srv_req *r = NULL;
-        if (e->q_len > 0) {
-            r = e->queue[e->q_head];
+        nx_srv_req *r = e->q_len > 0 ? e->queue[e->q_head] : NULL;
+        const int i = r ? choose_slot(e, r) : -1;
+        if (i >= 0) {
             e->q_head = (e->q_head + 1) % e->p.max_queue;
             e->q_len--;
             e->n_busy++;
         }
         pthread_mutex_unlock(&e->mu);
-        if (!r) return;
+        if (i < 0) return;
         slot_admit(e, &e->slots[i], r);
     }
 }
@@ -190,7 +404,9 @@ static void step_plain(nx_srv_engine *e) {
         slot *s = &e->slots[i];
         if (s->state != SLOT_PREFILL) continue;
         const nx_srv_req *r = s->req;
-        const int32_t take = NX_MIN(e->p.n_batch - n, r->n_prompt - s->n_fed);
+        int32_t take = NX_MIN(e->p.n_batch - n, r->n_prompt - s->n_fed);
+        const int32_t stop = cache_next_stop(e, i, r->n_prompt, s->n_fed);
+        if (stop != INT32_MAX) take = NX_MIN(take, stop - s->n_fed); /* a checkpoint there */
         const int32_t pos0 = nextn_n_past(e->ctx, i);
         for (int32_t k = 0; k < take; k++) {
             e->b_tok[n] = r->prompt[s->n_fed + k];
@@ -221,6 +437,12 @@ static void step_plain(nx_srv_engine *e) {
     }
     for (int i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
+        if (s->state != SLOT_PREFILL || s->row >= 0) continue;
+        const int32_t at = nextn_n_past(e->ctx, i);
+        cache_after_part(e, i, s->req->n_prompt, at, cache_next_stop(e, i, s->req->n_prompt, at - 1));
+    }
+    for (int i = 0; i < e->p.n_slots; i++) {
+        slot *s = &e->slots[i];
         if (s->state == SLOT_FREE || s->row < 0) continue;
         int32_t tok;
         if (!nextn_sampler_sample(s->smp, nextn_get_logits(e->ctx, s->row), &tok, &err) ||
@@ -230,6 +452,7 @@ static void step_plain(nx_srv_engine *e) {
         }
         s->state = SLOT_GENERATE;
         s->last = tok;
+        if (!cache_push(&e->cache[i], &tok, 1)) s->req->no_cache = true;
         /* the token itself is decoded next iteration: it will occupy position n_past */
         slot_emit(e, s, tok, nextn_n_past(e->ctx, i) + 1);
     }
@@ -247,14 +470,21 @@ static void step_spec(nx_srv_engine *e) {
         if (s->state != SLOT_PREFILL) continue;
         int32_t first;
         bool done;
-        if (!nextn_spec_prefill_seq_part(e->spec, i, s->req->prompt, s->req->n_prompt, e->p.n_batch, &s->req->smp,
-                                         &first, &done, &err)) {
+        const int32_t at = nextn_spec_seq_n_past(e->spec, i);
+        const int32_t stop = cache_next_stop(e, i, s->req->n_prompt, at);
+        const int32_t rows = stop != INT32_MAX ? NX_MIN(e->p.n_batch, stop - at) : e->p.n_batch;
+        if (!nextn_spec_prefill_seq_part(e->spec, i, s->req->prompt, s->req->n_prompt, rows, &s->req->smp, &first,
+                                         &done, &err)) {
             slot_fail(e, s, err.msg);
             continue;
         }
-        if (!done) continue;
+        if (!done) {
+            cache_after_part(e, i, s->req->n_prompt, nextn_spec_seq_n_past(e->spec, i), stop);
+            continue;
+        }
         s->state = SLOT_GENERATE;
         s->n_fed = s->req->n_prompt;
+        if (!cache_push(&e->cache[i], &first, 1)) s->req->no_cache = true;
         slot_emit(e, s, first, s->n_fed + 1);
     }
     bool any = false;
@@ -274,6 +504,8 @@ static void step_spec(nx_srv_engine *e) {
     for (int i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
         if (s->state != SLOT_GENERATE) continue;
+        /* every token of the step: the target holds them all but the last, emitted or not */
+        if (!cache_push(&e->cache[i], e->spec_out + i * e->spec_stride, e->spec_n_out[i])) s->req->no_cache = true;
         for (int32_t k = 0; k < e->spec_n_out[i]; k++) {
             s->n_fed++;
             if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1)) break;
@@ -319,10 +551,22 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
     if (!e) return false;
     e->model = model;
     e->tok = tok;
+    int32_t ims[2], n_ims = 0;
+    nextn_error terr;
+    e->im_start = nextn_tokenize((nextn_tokenizer *)tok, "<|im_start|>", 12, false, true, ims, 2, &n_ims, &terr) &&
+                          n_ims == 1
+                      ? ims[0]
+                      : -1;
     e->p = *p;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    if (p->n_ckpt < 0 || p->n_ckpt > NX_SRV_MAX_CKPT || p->ckpt_every < 0) {
+        free(e);
+        return nx_fail(err, "serve: %d checkpoints per slot (0..%d), every %d tokens (>= 0)", p->n_ckpt, NX_SRV_MAX_CKPT,
+                       p->ckpt_every);
+    }
     bool ok = (e->slots = nx_calloc((size_t)p->n_slots, sizeof *e->slots, "serve slots", err)) &&
+              (e->cache = nx_calloc((size_t)p->n_slots, sizeof *e->cache, "serve prompt cache", err)) &&
               (e->queue = nx_calloc((size_t)p->max_queue, sizeof *e->queue, "serve queue", err));
     for (int i = 0; ok && i < p->n_slots; i++) e->slots[i].row = -1;
     nextn_error nerr;
@@ -392,6 +636,16 @@ void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued) {
     pthread_mutex_unlock(&e->mu);
 }
 
+void nx_srv_engine_cache_stats(nx_srv_engine *e, nx_srv_cache_stats *st) {
+    pthread_mutex_lock(&e->mu);
+    *st = e->cst;
+    pthread_mutex_unlock(&e->mu);
+    st->n_ckpt = e->p.no_cache ? 0 : e->p.n_ckpt;
+    st->ckpt_bytes = e->ctx    ? nextn_state_size_for(e->ctx, NEXTN_STATE_IN_PLACE, 0)
+                     : e->spec ? nextn_spec_state_size_for(e->spec, NEXTN_STATE_IN_PLACE, 0)
+                               : 0;
+}
+
 void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem) {
     memset(mem, 0, sizeof *mem);
     if (e->ctx) nextn_context_memory(e->ctx, mem);
@@ -428,6 +682,13 @@ void nx_srv_engine_stop(nx_srv_engine *e) {
 void nx_srv_engine_free(nx_srv_engine *e) {
     if (!e) return;
     nx_srv_engine_stop(e);
+    for (int i = 0; e->cache && i < e->p.n_slots; i++) {
+        slot_cache *c = &e->cache[i];
+        for (int k = 0; k < c->n_ck; k++) nextn_state_free(c->ck[k].st);
+        nextn_state_free(c->spare);
+        free(c->tok);
+    }
+    free(e->cache);
     nextn_context_free(e->ctx);
     nextn_spec_free(e->spec);
     free(e->slots);

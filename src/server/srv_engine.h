@@ -12,6 +12,20 @@
  * plain, sampled output follows the target distribution per request).  A finished slot's
  * sequence is cleared for the next request.
  *
+ * Prompt cache (on unless no_cache; a request opts out with "cache_prompt": false): a slot keeps
+ * its sequence after a request (the tokens it holds: prompt + reply, less the last token) and up
+ * to n_ckpt in-place checkpoints (nextn_state, NEXTN_STATE_IN_PLACE: the recurrent state, and
+ * in speculative mode the driver's rows; attention and MTP cells stay in the sequence) taken at
+ * the position a request starts decoding from (the end of the previous reply), every
+ * ckpt_every prompt tokens, and one token before the end of each prompt.  A new request goes to
+ * the free slot with the longest reusable prefix: the sequence itself when all it holds is a
+ * prefix of the prompt, else the latest checkpoint at or before the shared prefix (at most
+ * prompt length - 1: the last prompt token is always decoded, its logits give the first
+ * token); only the rest is decoded.  Among equal matches the least recently used slot is
+ * taken.  Restoring a checkpoint drops those beyond it; when a slot has n_ckpt, the oldest
+ * goes.  Output is identical with and without the cache (the state restored is bit-identical
+ * to the one decoding the prefix gives, docs/forward.md).
+ *
  * Threading: the engine thread owns every nextn object it creates; other threads only call
  * submit / load / stop, which take the engine's mutex, and talk to requests through their own
  * mutex (srv_request.h).
@@ -32,7 +46,13 @@ typedef struct nx_srv_engine_params {
     int32_t max_queue;      /* requests waiting for a slot at most (beyond: submit fails) */
     bool spec;              /* speculative decoding with the MTP head */
     nextn_spec_params spec_params;
+    /* prompt cache (see "Prompt cache" above) */
+    bool no_cache;          /* true: every request decodes its whole prompt */
+    int32_t n_ckpt;         /* in-place checkpoints per slot at most (0..NX_SRV_MAX_CKPT) */
+    int32_t ckpt_every;     /* a checkpoint every this many prompt tokens (0: only at prompt ends) */
 } nx_srv_engine_params;
+
+#define NX_SRV_MAX_CKPT 64
 
 typedef struct nx_srv_engine nx_srv_engine;
 
@@ -44,6 +64,17 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
 bool nx_srv_engine_submit(nx_srv_engine *e, nx_srv_req *r, nx_err *err);
 /* Slot and queue occupancy, for /health. */
 void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued);
+/* Prompt cache: bytes of one checkpoint (the recurrent state, and in speculative mode the
+ * driver's rows) and the totals so far. */
+typedef struct nx_srv_cache_stats {
+    uint64_t ckpt_bytes;        /* one checkpoint */
+    int32_t n_ckpt;             /* per slot at most */
+    int64_t hits;               /* requests that reused > 0 prompt tokens */
+    int64_t reused_tokens;      /* prompt tokens not decoded thanks to the cache */
+    int64_t prompt_tokens;      /* prompt tokens of all admitted requests */
+    int64_t restores;           /* checkpoints restored */
+} nx_srv_cache_stats;
+void nx_srv_engine_cache_stats(nx_srv_engine *e, nx_srv_cache_stats *st);
 /* Memory of the engine's context (plain mode) or generator (speculative mode). */
 void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem);
 /* Stops the thread and fails every unfinished request ("server is shutting down"); later

@@ -393,6 +393,7 @@ bool nx_server_start(nx_server **out, const nextn_model *model, const nx_server_
 }
 
 int nx_server_port(const nx_server *s) { return s->port; }
+nx_srv_engine *nx_server_engine(nx_server *s) { return s->engine; }
 
 void nx_server_stop(nx_server *s) {
     if (!s) return;

@@ -343,6 +343,9 @@ bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_
          get_int(o, "max_completion_tokens", -1, 1e9, &max_tokens, status, err) &&
          get_bool(o, "stream", &r->stream, status, err) && get_bool(o, "ignore_eos", &r->ignore_eos, status, err) &&
          parse_stop(o, r, status, err);
+    bool cache_prompt = true;
+    ok = ok && get_bool(o, "cache_prompt", &cache_prompt, status, err);
+    r->no_cache = !cache_prompt;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
     if (ok && so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) ok = bad(status, 400, err, "'%s' must be an object", "stream_options");
@@ -400,6 +403,8 @@ static cJSON *usage_obj(const nx_srv_req *r) {
     cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", r->n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", r->n_cache);
     return u;
 }
 
@@ -407,9 +412,11 @@ static cJSON *usage_obj(const nx_srv_req *r) {
 static cJSON *timings_obj(const nx_srv_req *r) {
     cJSON *t = cJSON_CreateObject();
     const double pm = ms(r->t_start, r->t_first), gm = ms(r->t_first, r->t_end);
-    cJSON_AddNumberToObject(t, "prompt_n", r->n_prompt);
+    const int32_t decoded = r->n_prompt - r->n_cache;
+    cJSON_AddNumberToObject(t, "cache_n", r->n_cache);
+    cJSON_AddNumberToObject(t, "prompt_n", decoded);
     cJSON_AddNumberToObject(t, "prompt_ms", pm);
-    cJSON_AddNumberToObject(t, "prompt_per_second", pm > 0 ? r->n_prompt / (pm / 1e3) : 0);
+    cJSON_AddNumberToObject(t, "prompt_per_second", pm > 0 ? decoded / (pm / 1e3) : 0);
     cJSON_AddNumberToObject(t, "predicted_n", r->n_gen);
     cJSON_AddNumberToObject(t, "predicted_ms", gm);
     cJSON_AddNumberToObject(t, "predicted_per_second", gm > 0 && r->n_gen > 1 ? (r->n_gen - 1) / (gm / 1e3) : 0);

@@ -32,6 +32,7 @@ typedef struct nx_srv_req {
     bool stream;
     bool chat;                  /* chat.completion response shape */
     bool include_usage;         /* stream_options.include_usage */
+    bool no_cache;              /* "cache_prompt": false - decode the whole prompt, keep nothing */
     char id[48];                /* "cmpl-..." / "chatcmpl-..." */
     int64_t created;            /* unix seconds */
 
@@ -42,6 +43,7 @@ typedef struct nx_srv_req {
     nx_buf text;                /* generated text; stop strings are cut off when found */
     size_t safe_len;            /* bytes of text that can no longer become part of a stop string */
     int32_t n_gen;              /* tokens generated */
+    int32_t n_cache;            /* prompt tokens taken from the prompt cache instead of decoded */
     bool done;                  /* no more text will come */
     bool cancelled;             /* the client went away: the engine drops the request */
     const char *finish_reason;  /* "stop" or "length" once done (NULL on error) */
