@@ -12,13 +12,14 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: nextn convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0] [--mtp | --no-mtp] [--force]\n"
-            "                     [--name NAME] [-q]\n"
+            "                     [--fuse-gate-up-exps] [--name NAME] [-q]\n"
             "\n"
-            "Converts a Hugging Face Qwen3.5 checkpoint folder (config.json, *.safetensors,\n"
+            "Converts a Hugging Face Qwen3.5 or Qwen3.5-MoE checkpoint folder (config.json, *.safetensors,\n"
             "tokenizer.json) to GGUF the way llama.cpp's convert_hf_to_gguf.py does.\n"
             "  --type T    weight type (default f16); norms, conv1d and 1-D tensors stay f32\n"
             "  --mtp       write only the MTP head (+ embeddings, output norm, head) as mtp-<OUT>.gguf\n"
             "  --no-mtp    leave the MTP head out\n"
+            "  --fuse-gate-up-exps  MoE: one ffn_gate_up_exps tensor per layer instead of gate + up\n"
             "  --force     replace an existing output file\n"
             "  --name N    general.name (default: the folder name, title-cased like llama.cpp)\n"
             "  -q          no progress output\n");
@@ -43,7 +44,7 @@ static void on_progress(void *user, uint64_t done, uint64_t total, const char *t
 
 int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *name = NULL, *type = "f16";
-    bool force = false, quiet = false;
+    bool force = false, quiet = false, fuse = false;
     nx_convert_mtp mtp = NX_CONVERT_MTP_EMBED;
     int n_mtp_flags = 0;
     for (int i = 1; i < argc; i++) {
@@ -55,6 +56,7 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(a, "--mtp")) { mtp = NX_CONVERT_MTP_ONLY; n_mtp_flags++; }
         else if (!strcmp(a, "--no-mtp")) { mtp = NX_CONVERT_MTP_DROP; n_mtp_flags++; }
         else if (!strcmp(a, "--force")) force = true;
+        else if (!strcmp(a, "--fuse-gate-up-exps")) fuse = true;
         else if (!strcmp(a, "-q")) quiet = true;
         else if (a[0] == '-') {
             fprintf(stderr, "nextn convert: unknown or incomplete option '%s'\n\n", a);
@@ -101,7 +103,8 @@ int cmd_convert(int argc, char **argv) {
         return 1;
     }
     progress_state ps = {.t0 = nx_time_s(), .last = 0, .quiet = quiet, .tty = isatty(2)};
-    nx_convert_opts o = {.out_type = t, .mtp = mtp, .name = name, .progress = on_progress, .progress_user = &ps};
+    nx_convert_opts o = {.out_type = t, .mtp = mtp, .name = name, .fuse_gate_up_exps = fuse, .progress = on_progress,
+                         .progress_user = &ps};
     nx_err err;
     if (!nx_convert_hf(in, path, &o, &err)) {
         if (!quiet && ps.tty) fprintf(stderr, "\n");

@@ -8,6 +8,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-convert-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 A="$NEXTN_SRC/tests/fixtures/hf-qwen35-a"
 B="$NEXTN_SRC/tests/fixtures/hf-qwen35-b"
+MA="$NEXTN_SRC/tests/fixtures/hf-qwen35moe-a"
+MB="$NEXTN_SRC/tests/fixtures/hf-qwen35moe-b"
 
 check "converts and reports MB/s"      '"$NEXTN" convert "$A" -o "$tmp/a.gguf" 2>"$tmp/log" && [ -s "$tmp/a.gguf" ] && grep -q "MB/s" "$tmp/log"'
 check "refuses to overwrite"           'out=$("$NEXTN" convert "$A" -o "$tmp/a.gguf" -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "exists (use --force"'
@@ -44,4 +46,27 @@ bad "$A"; rm "$tmp/bad/tokenizer.json"
 expect_err "missing tokenizer.json" "tokenizer.json"
 bad "$A"; echo '{"architectures": ["Qwen3_5ForCausalLM"], ' > "$tmp/bad/config.json"
 expect_err "config.json not JSON" "config.json: not a valid JSON object"
+
+# MoE (qwen35moe)
+check "MoE per-expert -> qwen35moe"    '"$NEXTN" convert "$MA" -o "$tmp/ma.gguf" -q && "$NEXTN" info "$tmp/ma.gguf" 2>&1 | grep -q "qwen35moe"'
+check "MoE fused, --fuse-gate-up-exps" '"$NEXTN" convert "$MB" -o "$tmp/mb.gguf" --fuse-gate-up-exps -q && [ -s "$tmp/mb.gguf" ]'
+check "--fuse-gate-up-exps on a dense checkpoint is an error" \
+  'out=$("$NEXTN" convert "$A" -o "$tmp/x.gguf" --fuse-gate-up-exps -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "mixture-of-experts checkpoints"'
+bad "$MA"; grep -v '"num_experts"' "$MA/config.json" > "$tmp/bad/config.json"
+expect_err "MoE config without num_experts" "missing required key 'num_experts'"
+bad "$MA"; sed 's/"num_experts_per_tok": 2/"num_experts_per_tok": 9/' "$MA/config.json" > "$tmp/bad/config.json"
+expect_err "more experts per token than experts" "num_experts_per_tok 9 is not in 1..num_experts (8)"
+bad "$MA"; sed 's/"num_experts": 8/"num_experts": 4/' "$MA/config.json" > "$tmp/bad/config.json"
+expect_err "experts beyond num_experts" "expert 4, but num_experts is 4"
+bad "$MA"; sed 's/"moe_intermediate_size": 32/"moe_intermediate_size": 16/' "$MA/config.json" > "$tmp/bad/config.json"
+expect_err "expert shape disagrees with moe_intermediate_size" "has shape [64, 32] but config.json implies [64, 16]"
+bad "$MA"; sed 's/"num_experts": 8,/"num_experts": 8, "norm_topk_prob": false,/' "$MA/config.json" > "$tmp/bad/config.json"
+expect_err "norm_topk_prob false is refused" "norm_topk_prob false is not supported"
+bad "$MA"; sed 's/"Qwen3_5MoeForCausalLM"/"Qwen3_5ForCausalLM"/; s/"num_experts": 8,/"num_experts": 8, "intermediate_size": 128,/' \
+  "$MA/config.json" > "$tmp/bad/config.json"
+expect_err "MoE tensors under a dense config" "belongs to a mixture-of-experts FFN, but config.json describes a dense model"
+bad "$MA"; perl -0777 -pi -e 's/"model\.layers\.0\.mlp\.experts\.7\.up_proj\.weight"/"audio\.layers\.0\.mlp\.experts\.7\.up_proj\.weight"/' "$tmp/bad/model.safetensors"
+expect_err "an expert tensor missing" "layer 0 has 23 of the 24 per-expert tensors; missing mlp.experts.7.up_proj.weight"
+bad "$MA"; perl -0777 -pi -e 's/"model\.layers\.2\.mlp\.experts\.7\.up_proj\.weight"/"model\.layers\.2\.mlp\.experts\.9\.up_proj\.weight"/' "$tmp/bad/model.safetensors"
+expect_err "expert index beyond num_experts" "expert 9, but num_experts is 8"
 exit $fail

@@ -39,6 +39,8 @@ typedef struct nx_convert_opts {
     uint32_t out_type;                  /* NX_TYPE_F32, NX_TYPE_F16, NX_TYPE_BF16 or NX_TYPE_Q8_0 */
     nx_convert_mtp mtp;
     const char *name;                   /* general.name; NULL = the folder name title-cased as llama.cpp does */
+    bool fuse_gate_up_exps;             /* MoE: one ffn_gate_up_exps per layer instead of ffn_gate_exps +
+                                         * ffn_up_exps (llama.cpp's --fuse-gate-up-exps) */
     nx_convert_progress_fn progress;    /* may be NULL */
     void *progress_user;
 } nx_convert_opts;

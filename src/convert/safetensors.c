@@ -456,11 +456,12 @@ const char *nx_st_shard_path(const nx_safetensors *st, uint32_t shard) {
 
 uint64_t nx_st_total_bytes(const nx_safetensors *st) { return st->total_bytes; }
 
-void nx_st_prefetch(const nx_safetensors *st, const nx_st_tensor *t) {
-    if (t->shard >= st->n_shards || !st->shards[t->shard].mapped || t->nbytes == 0) return;
+void nx_st_prefetch_range(const nx_safetensors *st, const nx_st_tensor *t, uint64_t offset, uint64_t nbytes) {
+    if (t->shard >= st->n_shards || !st->shards[t->shard].mapped || offset >= t->nbytes || nbytes == 0) return;
+    if (nbytes > t->nbytes - offset) nbytes = t->nbytes - offset;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)t->data & ~(page - 1);
-    uintptr_t b = (uintptr_t)t->data + t->nbytes;
+    uintptr_t a = ((uintptr_t)t->data + offset) & ~(page - 1);
+    uintptr_t b = (uintptr_t)t->data + offset + nbytes;
 #ifdef MADV_POPULATE_READ
     /* one call maps every page (instead of a page fault per 4-64 KiB); advisory */
     if (madvise((void *)a, b - a, MADV_POPULATE_READ) == 0) return;
@@ -468,13 +469,18 @@ void nx_st_prefetch(const nx_safetensors *st, const nx_st_tensor *t) {
     madvise((void *)a, b - a, MADV_WILLNEED);
 }
 
-void nx_st_release(const nx_safetensors *st, const nx_st_tensor *t) {
-    if (t->shard >= st->n_shards || !st->shards[t->shard].mapped || t->nbytes == 0) return;
+void nx_st_release_range(const nx_safetensors *st, const nx_st_tensor *t, uint64_t offset, uint64_t nbytes) {
+    if (t->shard >= st->n_shards || !st->shards[t->shard].mapped || offset >= t->nbytes || nbytes == 0) return;
+    if (nbytes > t->nbytes - offset) nbytes = t->nbytes - offset;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)t->data + page - 1) & ~(page - 1);
-    uintptr_t b = ((uintptr_t)t->data + t->nbytes) & ~(page - 1);
+    uintptr_t a = ((uintptr_t)t->data + offset + page - 1) & ~(page - 1);
+    uintptr_t b = ((uintptr_t)t->data + offset + nbytes) & ~(page - 1);
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* advisory: failure changes nothing */
 }
+
+void nx_st_prefetch(const nx_safetensors *st, const nx_st_tensor *t) { nx_st_prefetch_range(st, t, 0, t->nbytes); }
+
+void nx_st_release(const nx_safetensors *st, const nx_st_tensor *t) { nx_st_release_range(st, t, 0, t->nbytes); }
 
 /* Exact IEEE half -> float (subnormals, inf, nan). */
 static float half_to_float(uint16_t h) {

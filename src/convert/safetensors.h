@@ -74,6 +74,12 @@ void nx_st_release(const nx_safetensors *st, const nx_st_tensor *t);
  * WILLNEED): a streaming reader then takes no page fault per page.  Advisory, no-op for buffers. */
 void nx_st_prefetch(const nx_safetensors *st, const nx_st_tensor *t);
 
+/* The same for bytes [offset, offset + nbytes) of the tensor (clipped to it): a slice such as
+ * one expert of a stacked [n_expert][rows][cols] tensor.  Release drops only whole pages inside
+ * the slice, so a neighbouring slice keeps its pages. */
+void nx_st_prefetch_range(const nx_safetensors *st, const nx_st_tensor *t, uint64_t offset, uint64_t nbytes);
+void nx_st_release_range(const nx_safetensors *st, const nx_st_tensor *t, uint64_t offset, uint64_t nbytes);
+
 /* Converts elements [first, first + count) of a F32/F16/BF16 tensor to float.  Fails (naming the
  * tensor and dtype) for other dtypes or an out-of-range request. */
 bool nx_st_read_f32(const nx_st_tensor *t, uint64_t first, uint64_t count, float *dst, nx_err *err);

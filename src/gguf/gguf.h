@@ -161,6 +161,13 @@ bool nx_gguf_add_tensor(nx_gguf_writer *w, const char *name, uint32_t type, uint
                         const uint64_t *ne, const void *data, nx_err *err);
 bool nx_gguf_add_tensor_fn(nx_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                            const uint64_t *ne, nx_gguf_tensor_fill_fn fill, void *user, nx_err *err);
+/* Like nx_gguf_add_tensor_fn, but the data comes in n_parts equal consecutive slices:
+ * fill_part(user, p, dst, nbytes / n_parts) for p = 0 .. n_parts - 1, in order, so the writer
+ * buffers one slice (e.g. one expert of a stacked [n_expert][rows][cols] tensor). */
+typedef bool (*nx_gguf_tensor_fill_part_fn)(void *user, uint64_t part, void *dst, uint64_t nbytes, nx_err *err);
+bool nx_gguf_add_tensor_parts(nx_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                              const uint64_t *ne, uint64_t n_parts, nx_gguf_tensor_fill_part_fn fill_part,
+                              void *user, nx_err *err);
 /* Writes to path (via a temporary file renamed into place). */
 bool nx_gguf_writer_write(nx_gguf_writer *w, const char *path, nx_err *err);
 

@@ -39,6 +39,8 @@ typedef struct wtensor {
     uint64_t nbytes;
     const void *data;              /* either data ... */
     nx_gguf_tensor_fill_fn fill;   /* ... or fill(user, ...) */
+    nx_gguf_tensor_fill_part_fn fill_part; /* ... or fill_part(user, p, ...) for p < n_parts */
+    uint64_t n_parts;
     void *user;
 } wtensor;
 
@@ -241,7 +243,8 @@ bool nx_gguf_add_kv_copy(nx_gguf_writer *w, const nx_gguf_kv *kv, nx_err *err) {
 }
 
 static bool add_tensor(nx_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                       const void *data, nx_gguf_tensor_fill_fn fill, void *user, nx_err *err) {
+                       const void *data, nx_gguf_tensor_fill_fn fill, nx_gguf_tensor_fill_part_fn fill_part,
+                       uint64_t n_parts, void *user, nx_err *err) {
     size_t len = name ? strlen(name) : 0;
     if (len == 0) return nx_fail(err, "gguf writer: empty tensor name");
     if (len > MAX_TENSOR_NAME)
@@ -253,7 +256,8 @@ static bool add_tensor(nx_gguf_writer *w, const char *name, uint32_t type, uint3
     if (!lay) return nx_fail(err, "gguf writer: tensor '%s': unknown ggml type %" PRIu32, name, type);
     if (n_dims < 1 || n_dims > NX_GGUF_MAX_DIMS)
         return nx_fail(err, "gguf writer: tensor '%s': n_dims %" PRIu32 " not in 1..%d", name, n_dims, NX_GGUF_MAX_DIMS);
-    wtensor t = {.type = type, .n_dims = n_dims, .data = data, .fill = fill, .user = user};
+    wtensor t = {.type = type, .n_dims = n_dims, .data = data, .fill = fill, .fill_part = fill_part,
+                 .n_parts = n_parts ? n_parts : 1, .user = user};
     uint64_t nelem = 1;
     for (uint32_t d = 0; d < NX_GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
@@ -267,6 +271,9 @@ static bool add_tensor(nx_gguf_writer *w, const char *name, uint32_t type, uint3
                        "size %" PRIu32, name, t.ne[0], lay->name, lay->block_size);
     if (!nx_mul_ok(nelem / lay->block_size, lay->type_size, &t.nbytes) || t.nbytes > SIZE_MAX)
         return nx_fail(err, "gguf writer: tensor '%s': byte size overflows", name);
+    if (t.nbytes % t.n_parts)
+        return nx_fail(err, "gguf writer: tensor '%s': %" PRIu64 " bytes do not split into %" PRIu64 " equal parts",
+                       name, t.nbytes, t.n_parts);
     if (w->n_t == w->cap_t) {
         size_t ncap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *p = realloc(w->t, ncap * sizeof *p);
@@ -283,13 +290,20 @@ static bool add_tensor(nx_gguf_writer *w, const char *name, uint32_t type, uint3
 bool nx_gguf_add_tensor(nx_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
                         const void *data, nx_err *err) {
     if (!data) return nx_fail(err, "gguf writer: tensor '%s': NULL data", name ? name : "");
-    return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL, err);
+    return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL, 1, NULL, err);
 }
 
 bool nx_gguf_add_tensor_fn(nx_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
                            nx_gguf_tensor_fill_fn fill, void *user, nx_err *err) {
     if (!fill) return nx_fail(err, "gguf writer: tensor '%s': NULL fill callback", name ? name : "");
-    return add_tensor(w, name, type, n_dims, ne, NULL, fill, user, err);
+    return add_tensor(w, name, type, n_dims, ne, NULL, fill, NULL, 1, user, err);
+}
+
+bool nx_gguf_add_tensor_parts(nx_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
+                              uint64_t n_parts, nx_gguf_tensor_fill_part_fn fill_part, void *user, nx_err *err) {
+    if (!fill_part) return nx_fail(err, "gguf writer: tensor '%s': NULL fill callback", name ? name : "");
+    if (n_parts == 0) return nx_fail(err, "gguf writer: tensor '%s': zero parts", name ? name : "");
+    return add_tensor(w, name, type, n_dims, ne, NULL, NULL, fill_part, n_parts, user, err);
 }
 
 /* ---- output ---- */
@@ -402,18 +416,23 @@ static bool write_all(nx_gguf_writer *w, out *o) {
         if (t->data) {
             emit(o, t->data, t->nbytes);
         } else {
-            if (t->nbytes > scratch_cap) {
+            const uint64_t part = t->nbytes / t->n_parts;
+            if (part > scratch_cap) {
                 free(scratch);
-                scratch = nx_malloc((size_t)t->nbytes, "tensor data", o->err);
-                scratch_cap = scratch ? t->nbytes : 0;
+                scratch = nx_malloc((size_t)part, "tensor data", o->err);
+                scratch_cap = scratch ? part : 0;
                 if (!scratch) { nx_fail_prefix(o->err, "%s: tensor '%s'", o->path, t->name); o->ok = false; break; }
             }
-            if (!t->fill(t->user, scratch, t->nbytes, o->err)) {
-                nx_fail_prefix(o->err, "%s: tensor '%s'", o->path, t->name);
-                o->ok = false;
-                break;
+            for (uint64_t p = 0; p < t->n_parts && o->ok; p++) {
+                bool filled = t->fill_part ? t->fill_part(t->user, p, scratch, part, o->err)
+                                           : t->fill(t->user, scratch, part, o->err);
+                if (!filled) {
+                    nx_fail_prefix(o->err, "%s: tensor '%s'", o->path, t->name);
+                    o->ok = false;
+                    break;
+                }
+                emit(o, scratch, part);
             }
-            emit(o, scratch, t->nbytes);
         }
         emit_pad(o, w->alignment);
     }

@@ -4,7 +4,12 @@
 Writes into OUT_DIR:
   config.json                     Qwen3_5ForCausalLM text config, or with --vl the nested
                                   text_config of Qwen3_5ForConditionalGeneration (tensors then
-                                  carry the model.language_model. prefix)
+                                  carry the model.language_model. prefix); with --moe the
+                                  Qwen3_5Moe* equivalents
+  MoE (--moe): every layer and the MTP block get a router mlp.gate [experts, E], routed experts
+  (per-expert mlp.experts.X.{gate,up,down}_proj, or with --fused-experts transformers v5's
+  mlp.experts.gate_up_proj [experts, 2 F, E] + mlp.experts.down_proj [experts, E, F], the same
+  values), a shared expert mlp.shared_expert.* and its gate mlp.shared_expert_gate [1, E].
   model.safetensors               or model-0000i-of-0000n.safetensors + model.safetensors.index.json
                                   with --shards N
   tokenizer.json                  byte-level BPE (GPT-2 byte alphabet + merges learned from a
@@ -155,9 +160,34 @@ def make_weights(a, rng):
         mlp(p)
 
     def mlp(p):
+        if a.moe:
+            moe(p)
+            return
         lin(p + "mlp.gate_proj.weight", F, E)
         lin(p + "mlp.up_proj.weight", F, E)
         lin(p + "mlp.down_proj.weight", E, F, 0.5)
+
+    def moe(p):
+        X, Fe, Fs = a.experts, a.moe_ffn, a.shared_ffn
+        # router logits spread over several units, so the top-k choice has clear margins
+        lin(p + "mlp.gate.weight", X, E, 4.0)
+        gate, up, down = [], [], []
+        for x in range(X):
+            gate.append(rng.standard_normal((Fe, E)).astype(np.float32) / np.float32(np.sqrt(E)))
+            up.append(rng.standard_normal((Fe, E)).astype(np.float32) / np.float32(np.sqrt(E)))
+            down.append(rng.standard_normal((E, Fe)).astype(np.float32) * np.float32(0.5 / np.sqrt(Fe)))
+        if a.fused_experts:
+            t[p + "mlp.experts.gate_up_proj"] = np.stack([np.concatenate([g, u]) for g, u in zip(gate, up)])
+            t[p + "mlp.experts.down_proj"] = np.stack(down)
+        else:
+            for x in range(X):
+                t[p + f"mlp.experts.{x}.gate_proj.weight"] = gate[x]
+                t[p + f"mlp.experts.{x}.up_proj.weight"] = up[x]
+                t[p + f"mlp.experts.{x}.down_proj.weight"] = down[x]
+        lin(p + "mlp.shared_expert.gate_proj.weight", Fs, E)
+        lin(p + "mlp.shared_expert.up_proj.weight", Fs, E)
+        lin(p + "mlp.shared_expert.down_proj.weight", E, Fs, 0.5)
+        lin(p + "mlp.shared_expert_gate.weight", 1, E, 2.0)
 
     pre = "model.language_model." if a.vl else "model."
     t[pre + "embed_tokens.weight"] = (rng.standard_normal((V, E)) * 0.5).astype(np.float32)
@@ -196,7 +226,7 @@ def text_config(a, specials):
     sec = [half - 2 * (half // 3), half // 3, half // 3]       # sums to R/2, like [11, 11, 10]
     sec = sorted(sec, reverse=True)
     layer_types = ["full_attention" if (i + 1) % a.interval == 0 else "linear_attention" for i in range(a.layers)]
-    return {
+    tc = {
         "model_type": "qwen3_5_text", "attention_bias": False, "attention_dropout": 0.0, "attn_output_gate": True,
         "bos_token_id": None, "eos_token_id": specials["<|endoftext|>"], "dtype": a.dtype_name,
         "full_attention_interval": a.interval, "head_dim": a.head_dim, "hidden_act": "silu",
@@ -211,6 +241,12 @@ def text_config(a, specials):
                             "rope_theta": 10000000, "rope_type": "default"},
         "tie_word_embeddings": a.tied, "use_cache": True, "vocab_size": a.vocab_size,
     }
+    if a.moe:   # Qwen3_5MoeTextConfig: no intermediate_size
+        del tc["intermediate_size"], tc["mlp_only_layers"]
+        tc.update({"model_type": "qwen3_5_moe_text", "num_experts": a.experts, "num_experts_per_tok": a.experts_per_tok,
+                   "moe_intermediate_size": a.moe_ffn, "shared_expert_intermediate_size": a.shared_ffn,
+                   "router_aux_loss_coef": 0.001, "output_router_logits": False})
+    return tc
 
 
 def main(argv=None):
@@ -236,6 +272,12 @@ def main(argv=None):
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--template-file", action="store_true", help="chat template in chat_template.jinja")
     ap.add_argument("--vl", action="store_true", help="Qwen3_5ForConditionalGeneration layout (nested text_config)")
+    ap.add_argument("--moe", action="store_true", help="Qwen3.5-MoE: routed + shared experts instead of the dense FFN")
+    ap.add_argument("--experts", type=int, default=8, help="num_experts (--moe)")
+    ap.add_argument("--experts-per-tok", type=int, default=2, help="num_experts_per_tok (--moe)")
+    ap.add_argument("--moe-ffn", type=int, default=32, help="moe_intermediate_size (--moe)")
+    ap.add_argument("--shared-ffn", type=int, default=48, help="shared_expert_intermediate_size (--moe)")
+    ap.add_argument("--fused-experts", action="store_true", help="transformers v5 fused expert tensors (--moe)")
     a = ap.parse_args(argv)
     a.dtype_name = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[a.dtype]
     os.makedirs(a.out_dir, exist_ok=True)
@@ -246,12 +288,13 @@ def main(argv=None):
     weights = make_weights(a, rng)
     tc = text_config(a, specials)
     if a.vl:
-        cfg = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+        cfg = {"architectures": ["Qwen3_5MoeForConditionalGeneration" if a.moe else "Qwen3_5ForConditionalGeneration"],
+               "model_type": "qwen3_5_moe" if a.moe else "qwen3_5",
                "tie_word_embeddings": tc.pop("tie_word_embeddings"), "text_config": tc,
                "image_token_id": None, "video_token_id": None}
     else:
         cfg = dict(tc)
-        cfg["architectures"] = ["Qwen3_5ForCausalLM"]
+        cfg["architectures"] = ["Qwen3_5MoeForCausalLM" if a.moe else "Qwen3_5ForCausalLM"]
     with open(os.path.join(a.out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
     st_dtype = {"bf16": "BF16", "f16": "F16", "f32": "F32"}[a.dtype]

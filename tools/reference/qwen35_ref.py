@@ -6,7 +6,12 @@ Written from the Hugging Face semantics (transformers' modeling_qwen3_5.py conve
 gated RMSNorm of linear_attn.norm, A_log (decay = -exp(A_log) * softplus(a + dt_bias)), grouped
 value heads (HF value head h uses key head h // (Hv/Hk), i.e. repeat_interleave), depthwise causal
 conv1d, the *sequential* gated delta rule, gated attention (q and gate chunked per head), partial
-NeoX rotary on the first partial_rotary_factor * head_dim dims.  Everything runs in float64 so the
+NeoX rotary on the first partial_rotary_factor * head_dim dims.  Qwen3.5-MoE checkpoints
+(num_experts in the config) use the MoE block in every layer and the MTP block: router softmax
+over all experts -> top num_experts_per_tok -> weights renormalised to sum 1 -> per-expert SwiGLU
+(gate, up, down), weighted sum, plus the shared expert's SwiGLU times sigmoid(shared_expert_gate . x)
+(transformers' Qwen3_5MoeSparseMoeBlock); experts per-expert (mlp.experts.X.*_proj) or fused
+(mlp.experts.gate_up_proj [X, 2F, E] = gate rows then up rows per expert, mlp.experts.down_proj).  Everything runs in float64 so the
 reference is far more precise than any engine it checks.  This is a test oracle only; the nextn
 engine never runs Python.
 
@@ -143,6 +148,9 @@ class Qwen35Ref:
             "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(self.L)]
         self.tied = bool(c.get("tie_word_embeddings", False))
         self.n_mtp = c.get("mtp_num_hidden_layers", 0)
+        self.n_expert = c.get("num_experts", 0)
+        self.k = c.get("num_experts_per_tok", 0)
+        self.min_margin = math.inf   # smallest router-logit gap between the k-th and (k+1)-th expert seen
 
     # ---- blocks -------------------------------------------------------------------------
     def head(self, h):
@@ -150,7 +158,43 @@ class Qwen35Ref:
             else self.w["lm_head.weight"]
         return linear(h, W)
 
+    def expert(self, p, e):
+        """(gate [F, E], up [F, E], down [E, F]) of routed expert e, per-expert or fused storage."""
+        w = self.w
+        fused = w.get(p + "mlp.experts.gate_up_proj")
+        if fused is None:
+            fused = w.get(p + "mlp.experts.gate_up_proj.weight")
+        if fused is not None:
+            down = w.get(p + "mlp.experts.down_proj")
+            if down is None:
+                down = w[p + "mlp.experts.down_proj.weight"]
+            gate, up = torch.chunk(fused[e], 2, dim=0)
+            return gate, up, down[e]
+        return (w[p + f"mlp.experts.{e}.gate_proj.weight"], w[p + f"mlp.experts.{e}.up_proj.weight"],
+                w[p + f"mlp.experts.{e}.down_proj.weight"])
+
+    def moe(self, p, x):
+        w = self.w
+        logits = linear(x, w[p + "mlp.gate.weight"])                             # [T, n_expert]
+        probs = torch.softmax(logits, dim=-1)
+        top, idx = torch.topk(probs, self.k, dim=-1)
+        if self.k < self.n_expert:   # a tiny gap would let rounding in an engine pick another expert
+            srt = torch.sort(logits, dim=-1, descending=True).values
+            self.min_margin = min(self.min_margin, float((srt[:, self.k - 1] - srt[:, self.k]).min()))
+        top = top / top.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for t in range(x.shape[0]):
+            for j in range(self.k):
+                g, u, d = self.expert(p, int(idx[t, j]))
+                h = torch.nn.functional.silu(linear(x[t], g)) * linear(x[t], u)
+                out[t] += top[t, j] * linear(h, d)
+        sg = linear(torch.nn.functional.silu(linear(x, w[p + "mlp.shared_expert.gate_proj.weight"])) *
+                    linear(x, w[p + "mlp.shared_expert.up_proj.weight"]), w[p + "mlp.shared_expert.down_proj.weight"])
+        return out + torch.sigmoid(linear(x, w[p + "mlp.shared_expert_gate.weight"])) * sg
+
     def mlp(self, p, x):
+        if self.n_expert:
+            return self.moe(p, x)
         g = linear(x, self.w[p + "mlp.gate_proj.weight"])
         u = linear(x, self.w[p + "mlp.up_proj.weight"])
         return linear(torch.nn.functional.silu(g) * u, self.w[p + "mlp.down_proj.weight"])
@@ -257,6 +301,9 @@ def main(argv=None):
     elif a.out_mtp:
         sys.exit("qwen35_ref: checkpoint has no MTP head (mtp_num_hidden_layers = 0 or no mtp.* tensors)")
     if a.print:
+        if m.n_expert:
+            print(f"MoE: {m.n_expert} experts, top {m.k}; smallest router-logit gap between the k-th and "
+                  f"(k+1)-th expert: {m.min_margin:.3g}")
         for t in range(len(toks)):
             row = logits[t]
             s = f"tok {toks[t]:5d} argmax {int(row.argmax()):5d} logits[:4] " + \
