@@ -37,29 +37,44 @@ static const char *const keep_substrings[] = {
     "ssm_conv1d",           /* depthwise conv kernel */
 };
 
-/* Tensor categories (llama.cpp's tensor_get_category, first match wins). */
-typedef enum { CAT_OUTPUT, CAT_TOKEN_EMBD, CAT_ATTN_QKV, CAT_ATTN_V, CAT_FFN_DOWN, CAT_OTHER } qcat;
+/* Tensor categories (llama.cpp's tensor_get_category, first match wins; ffn_*_exps and
+ * ffn_*_shexp fall in the ffn_* categories). */
+typedef enum {
+    CAT_OUTPUT, CAT_TOKEN_EMBD, CAT_ATTN_QKV, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_Q, CAT_ATTN_OUTPUT, CAT_FFN_UP,
+    CAT_FFN_GATE, CAT_FFN_DOWN, CAT_OTHER
+} qcat;
 
 static qcat category(const char *name) {
     if (!strcmp(name, "output.weight")) return CAT_OUTPUT;
     if (!strcmp(name, "token_embd.weight")) return CAT_TOKEN_EMBD;
     if (strstr(name, "attn_qkv.weight")) return CAT_ATTN_QKV;
     if (strstr(name, "attn_v.weight")) return CAT_ATTN_V;
+    if (strstr(name, "attn_k.weight")) return CAT_ATTN_K;
+    if (strstr(name, "attn_q.weight")) return CAT_ATTN_Q;
+    if (strstr(name, "attn_output.weight")) return CAT_ATTN_OUTPUT;
+    if (strstr(name, "ffn_up")) return CAT_FFN_UP;
+    if (strstr(name, "ffn_gate")) return CAT_FFN_GATE;
     if (strstr(name, "ffn_down")) return CAT_FFN_DOWN;
     return CAT_OTHER;
 }
 
-/* Bump table: which tensors of which mix get more bits (Q6_K), and when. */
-typedef enum { WHEN_ALWAYS, WHEN_MORE_BITS_ATTN_V, WHEN_MORE_BITS_FFN_DOWN } qwhen;
+/* Bump table: which tensors of which mix get another type, and when.  Every matching row
+ * applies, in order (a later row overrides an earlier one), as in llama.cpp's
+ * llama_tensor_get_type_impl for these mixes. */
+typedef enum { WHEN_MORE_BITS_ATTN_V, WHEN_MORE_BITS_FFN_DOWN, WHEN_8_EXPERTS } qwhen;
 static const struct {
-    uint32_t mix_base;      /* 0 = any mix */
+    const char *mix;        /* NULL = any mix */
     qcat cat;
     qwhen when;
     uint32_t type;
 } bumps[] = {
-    {NX_TYPE_Q4_K, CAT_ATTN_V,   WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
-    {NX_TYPE_Q4_K, CAT_ATTN_QKV, WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
-    {NX_TYPE_Q4_K, CAT_FFN_DOWN, WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
+    {"q4_k_m", CAT_ATTN_V,      WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {"q4_k_m", CAT_ATTN_QKV,    WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {NULL,     CAT_ATTN_V,      WHEN_8_EXPERTS,          NX_TYPE_Q8_0},   /* "for the 8-expert model" */
+    {NULL,     CAT_ATTN_QKV,    WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
+    {NULL,     CAT_ATTN_K,      WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
+    {"q4_k_m", CAT_FFN_DOWN,    WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
+    {"q4_k_m", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
 };
 
 /* llama.cpp's use_more_bits(i, n). */
@@ -108,13 +123,16 @@ uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint6
         if (ne0 % (uint64_t)block_of(base) != 0) t = NX_TYPE_Q8_0;
         else if (base != NX_TYPE_Q8_0) t = NX_TYPE_Q6_K;
     } else {
+        /* ffn_down's position: its counter, or with several experts its block number (llama.cpp
+         * parses it from the name: a MoE layer has two ffn_down tensors, exps and shexp) */
+        int i_down = s->i_ffn_down, blk;
+        if (c == CAT_FFN_DOWN && s->n_expert > 1 && sscanf(name, "blk.%d.", &blk) == 1) i_down = blk;
         for (size_t i = 0; i < NX_ARRAY_LEN(bumps); i++) {
-            if (bumps[i].cat != c || (bumps[i].mix_base && bumps[i].mix_base != base)) continue;
-            bool on = bumps[i].when == WHEN_ALWAYS ||
-                      (bumps[i].when == WHEN_MORE_BITS_ATTN_V && more_bits(s->i_attn_v, s->n_attn_v)) ||
-                      (bumps[i].when == WHEN_MORE_BITS_FFN_DOWN && more_bits(s->i_ffn_down, s->n_ffn_down));
+            if (bumps[i].cat != c || (bumps[i].mix && strcasecmp(bumps[i].mix, s->mix->name))) continue;
+            bool on = (bumps[i].when == WHEN_MORE_BITS_ATTN_V && more_bits(s->i_attn_v, s->n_attn_v)) ||
+                      (bumps[i].when == WHEN_MORE_BITS_FFN_DOWN && more_bits(i_down, s->n_ffn_down)) ||
+                      (bumps[i].when == WHEN_8_EXPERTS && s->n_expert == 8);
             if (on) t = bumps[i].type;
-            break;
         }
         /* the counters advance for every such tensor, whatever the mix */
         if (c == CAT_ATTN_V || c == CAT_ATTN_QKV) s->i_attn_v++;
@@ -222,14 +240,17 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
     qjob job;
     memset(&job, 0, sizeof job);
     bool ok = ts && names;
-    /* architecture and block_count (llama.cpp: n_ffn_down = number of layers incl. MTP) */
+    /* architecture, block_count (llama.cpp: n_ffn_down = number of layers incl. MTP) and
+     * expert_count (absent: dense) */
     nx_str arch = {0};
-    uint32_t block_count = 0;
+    uint32_t block_count = 0, n_expert = 0;
     ok = ok && nx_gguf_get_str(g, "general.architecture", &arch, err);
     if (ok) {
         char key[128];
         snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len < 100 ? arch.len : 100), arch.ptr);
         ok = nx_gguf_get_u32(g, key, &block_count, err);
+        snprintf(key, sizeof key, "%.*s.expert_count", (int)(arch.len < 100 ? arch.len : 100), arch.ptr);
+        if (ok && nx_gguf_find_kv(g, key)) ok = nx_gguf_get_u32(g, key, &n_expert, err);
     }
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         qtensor *t = &ts[i];
@@ -253,6 +274,7 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) names[i] = ts[i].name;
     nx_qstate qs;
     if (ok) nx_qstate_init(&qs, mix, names, g->n_tensors, block_count);
+    qs.n_expert = (int)n_expert;
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ts[i].type = nx_qstate_choose(&qs, ts[i].name, ts[i].n_dims, ts[i].src->ne[0], ts[i].src->type);
         const nx_type_traits *to = nx_type_get(ts[i].type);

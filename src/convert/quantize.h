@@ -9,7 +9,10 @@
  *   2. otherwise the mix's base type, then the bump table: output.weight (and token_embd.weight
  *      when there is no output.weight) -> Q6_K (Q8_0 if its rows are not a multiple of 256 or
  *      the mix is q8_0); for q4_k_m, attn_v/attn_qkv and ffn_down -> Q6_K on "more bits" layers
- *      (i < n/8, i >= 7n/8, (i - n/8) % 3 == 2, counted over those tensors in order);
+ *      (i < n/8, i >= 7n/8, (i - n/8) % 3 == 2, counted over those tensors in order; for
+ *      ffn_down of a model with several experts, i is the block number, so ffn_down_exps and
+ *      ffn_down_shexp of one layer share it); with exactly 8 experts (expert_count), attn_v,
+ *      attn_qkv and attn_k -> Q8_0 in every mix, and attn_output -> Q5_K for q4_k_m;
  *   3. rows not a multiple of the type's block: Q4_K -> Q5_0, Q6_K -> Q8_0, then F16.
  * Values are dequantised to F32 and quantised with the reference quantisers of quant.c (the
  * same bytes as ggml's *_ref functions, which llama-quantize uses without an imatrix).  Tensors
@@ -44,6 +47,7 @@ typedef struct nx_qstate {
     const nx_quant_mix *mix;
     int n_attn_v, i_attn_v;      /* attn_v / attn_qkv tensors: total and seen so far */
     int n_ffn_down, i_ffn_down;  /* total = block_count, like llama.cpp */
+    int n_expert;                /* <arch>.expert_count (0 = dense); set after nx_qstate_init */
     bool tied;                   /* no output.weight: token_embd is treated as the output */
 } nx_qstate;
 

@@ -2,7 +2,9 @@
 """gguf_ref.py - the same model evaluated from a *converted* GGUF file, in llama.cpp's conventions
 (docs qwen35-reference.md sections 3-7): plain RMSNorm weights (the +1 is baked in), ssm_a used as
 is (already -exp(A_log)), tiled value heads (value head h uses key head h % Hk), conv1d {Kc, C},
-GGUF names.  Comparing its logits with qwen35_ref.py's (HF conventions, unconverted checkpoint)
+GGUF names; for qwen35moe the MoE FFN from ffn_gate_inp, the stacked ffn_{gate,up,down}_exps (or
+ffn_gate_up_exps) and the shared expert ffn_*_shexp with its gate ffn_gate_inp_shexp (softmax
+over all experts, top expert_used_count, renormalised).  Comparing its logits with qwen35_ref.py's (HF conventions, unconverted checkpoint)
 checks the converter's transformations end to end, independently of the C engine.
 
 Reads F32/F16/BF16/Q8_0 tensors with its own small GGUF parser (numpy).
@@ -121,6 +123,7 @@ class GgufRef:
         self.Hv = kv[f"{a}.ssm.time_step_rank"]
         self.dv = kv[f"{a}.ssm.inner_size"] // self.Hv
         self.interval = kv.get(f"{a}.full_attention_interval", 4)
+        self.n_used = kv.get(f"{a}.expert_used_count", 0)
 
     def w(self, k):
         return self.t[k]
@@ -129,8 +132,30 @@ class GgufRef:
         return linear(h, self.t.get("output.weight", self.t["token_embd.weight"]))
 
     def ffn(self, p, x):
+        if p + "ffn_gate_inp.weight" in self.t:
+            return self.moe(p, x)
         return linear(torch.nn.functional.silu(linear(x, self.w(p + "ffn_gate.weight"))) *
                       linear(x, self.w(p + "ffn_up.weight")), self.w(p + "ffn_down.weight"))
+
+    def moe(self, p, x):
+        t = self.t
+        probs = torch.softmax(linear(x, t[p + "ffn_gate_inp.weight"]), dim=-1)
+        top, idx = torch.topk(probs, self.n_used, dim=-1)
+        top = top / top.sum(dim=-1, keepdim=True)
+        if p + "ffn_gate_up_exps.weight" in t:
+            gate, up = torch.chunk(t[p + "ffn_gate_up_exps.weight"], 2, dim=1)
+        else:
+            gate, up = t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"]
+        down = t[p + "ffn_down_exps.weight"]
+        out = torch.zeros_like(x)
+        for r in range(x.shape[0]):
+            for j in range(self.n_used):
+                e = int(idx[r, j])
+                h = torch.nn.functional.silu(linear(x[r], gate[e])) * linear(x[r], up[e])
+                out[r] += top[r, j] * linear(h, down[e])
+        sh = linear(torch.nn.functional.silu(linear(x, t[p + "ffn_gate_shexp.weight"])) *
+                    linear(x, t[p + "ffn_up_shexp.weight"]), t[p + "ffn_down_shexp.weight"])
+        return out + torch.sigmoid(linear(x, t[p + "ffn_gate_inp_shexp.weight"])) * sh
 
     def attn(self, p, x, pos):
         T, H, Hkv, D = x.shape[0], self.H, self.Hkv, self.D
