@@ -11,6 +11,8 @@
  *   - byte identity with llama.cpp's converter: every file of tests/fixtures/llama-convert-moe.txt
  *     (both fixtures, f32 / f16 / bf16 / q8_0, --mtp, --no-mtp, --fuse-gate-up-exps) has
  *     llama.cpp's size and FNV-1a 64;
+ *   - nextn's loader (src/model) accepts every layout the converter writes (per-expert and fused
+ *     sources, --fuse-gate-up-exps, --no-mtp + --mtp) with config.json's expert counts and widths;
  *   - from the definitions, against the safetensors (independently of llama.cpp): expert x of
  *     ffn_{gate,up,down}_exps is the source expert's matrix (stacked or split from gate_up),
  *     ffn_gate_up_exps is gate then up per expert, the routers stay F32, the shared expert gate
@@ -26,6 +28,7 @@
 #include "convert/convert.h"
 #include "convert/safetensors.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 #include "quant/quant.h"
 
 static char outputs[32][512];
@@ -261,12 +264,40 @@ static void test_q8_0_experts(void **s) {
     nx_gguf_close(g8);
 }
 
+/* The converted files load in nextn with the checkpoint's MoE hyper-parameters. */
+static void load_and_check(const char *path, uint32_t n_expert, uint32_t k, uint32_t ffe, uint32_t ffs, bool want_mtp) {
+    nx_model *m;
+    nx_err err;
+    if (!nx_model_load(&m, path, want_mtp, &err)) fail_msg("nextn cannot load %s: %s", path, err.msg);
+    assert_true(m->hp.moe);
+    assert_int_equal(m->hp.n_expert, n_expert);
+    assert_int_equal(m->hp.n_expert_used, k);
+    assert_int_equal(m->hp.n_ff_exp, ffe);
+    assert_int_equal(m->hp.n_ff_shexp, ffs);
+    assert_int_equal(m->hp.n_layer, 4);
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) assert_true(m->layers[l].is_moe);
+    nx_model_free(m);
+}
+
+static void test_loads_in_nextn(void **s) {
+    (void)s;
+    load_and_check(convert("tests/fixtures/hf-qwen35moe-a", NX_TYPE_F32, NX_CONVERT_MTP_EMBED, false, "la.gguf"), 8, 2,
+                   32, 48, true);
+    load_and_check(convert("tests/fixtures/hf-qwen35moe-a", NX_TYPE_Q8_0, NX_CONVERT_MTP_EMBED, true, "laf.gguf"), 8, 2,
+                   32, 48, true);
+    load_and_check(convert("tests/fixtures/hf-qwen35moe-b", NX_TYPE_F16, NX_CONVERT_MTP_EMBED, false, "lb.gguf"), 6, 3,
+                   32, 64, true);
+    load_and_check(convert("tests/fixtures/hf-qwen35moe-b", NX_TYPE_BF16, NX_CONVERT_MTP_DROP, true, "lbt.gguf"), 6, 3,
+                   32, 64, false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_identical),
         cmocka_unit_test(test_stacked_a),
         cmocka_unit_test(test_split_b),
         cmocka_unit_test(test_q8_0_experts),
+        cmocka_unit_test(test_loads_in_nextn),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < n_outputs; i++) remove(outputs[i]);
