@@ -20,7 +20,7 @@ int cmd_serve(int argc, char **argv) {
     int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
     int32_t max_body_mb = 16;
     int kv_choice = 0, spec_choice = 0;
-    bool no_think = false, no_adaptive = false, no_cache = false;
+    bool no_think = false, no_adaptive = false, no_cache = false, no_webui = false;
     int32_t n_ckpt = 8, ckpt_every = 256;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
@@ -46,6 +46,7 @@ int cmd_serve(int argc, char **argv) {
         {"--alias", "-a", NX_ARG_STRING, &alias, "NAME", "model name reported by the API (default: the file name)", 0, 0, NULL, false},
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
+        {"--no-webui", NULL, NX_ARG_FLAG, &no_webui, NULL, "no chat page at / (default: served)", 0, 0, NULL, false},
         {"--max-queue", NULL, NX_ARG_INT, &max_queue, "N", "requests waiting for a slot at most (default 64)", 1, 1 << 20, NULL, false},
         {"--max-body", NULL, NX_ARG_INT, &max_body_mb, "MB", "request body size limit (default 16)", 1, 4096, NULL, false},
         {"--no-cache-prompt", NULL, NX_ARG_FLAG, &no_cache, NULL, "no prompt cache: every request decodes its whole prompt", 0, 0, NULL, false},
@@ -90,6 +91,7 @@ int cmd_serve(int argc, char **argv) {
         .model_name = alias ? alias : base ? base + 1 : model_path,
         .chat_format = chat_format,
         .max_body = (size_t)max_body_mb << 20,
+        .no_webui = no_webui,
         .engine = {.n_slots = n_slots, .n_ctx = n_ctx, .n_batch = n_batch, .n_threads = n_threads,
                    .kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16, .max_queue = max_queue,
                    .spec = spec_choice == 1, .spec_params = spec,

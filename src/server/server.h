@@ -2,7 +2,9 @@
  * connection) in front of the slot engine (srv_engine.h).
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions (also without /v1), both with
- * "stream": true as server-sent events; GET /v1/models; GET /health.  Errors are OpenAI-style
+ * "stream": true as server-sent events; GET /v1/models; GET /health; GET / the chat page
+ * (src/server/webui/index.html, embedded at build time; no API key needed to load it, its API
+ * calls send the key the user enters).  Errors are OpenAI-style
  * {"error": {"message", "type", "code"}} with the HTTP status (400 bad request / JSON / prompt
  * too long, 401 missing or wrong API key, 404, 405, 413 body too large, 503 busy or stopping).
  */
@@ -20,6 +22,7 @@ typedef struct nx_server_params {
     const char *chat_format;    /* NULL: recognise the model's template (chat endpoint refused
                                  * with a clear error when there is none); "chatml": force it */
     size_t max_body;            /* request body bytes at most */
+    bool no_webui;              /* true: no chat page at / (404 like any unknown path) */
     nx_srv_engine_params engine;
     nx_srv_defaults defaults;   /* n_ctx and n_vocab are filled in by nx_server_start */
 } nx_server_params;

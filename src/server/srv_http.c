@@ -67,6 +67,27 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
     return reply_json(c, status, nx_srv_error_json(msg, (int)status));
 }
 
+/* The chat page (src/server/webui/index.html, embedded by cmake/embed.cmake). */
+extern const unsigned char nx_webui_index_html[];
+extern const unsigned long nx_webui_index_html_len;
+
+static enum MHD_Result reply_webui(struct MHD_Connection *c, bool head) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(head ? 0 : (size_t)nx_webui_index_html_len,
+                                                                (void *)nx_webui_index_html, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
+    /* the page talks only to this server and inserts model text as text */
+    MHD_add_response_header(resp, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                            "frame-ancestors 'none'");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* ---- streaming --------------------------------------------------------------------------- */
 
 typedef struct sse {
@@ -278,6 +299,10 @@ static enum MHD_Result route(nx_server *s, struct MHD_Connection *c, const char 
         enum MHD_Result ret = MHD_queue_response(c, 204, resp);
         MHD_destroy_response(resp);
         return ret;
+    }
+    if (!s->p.no_webui && (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)) {
+        const bool head = strcmp(method, "HEAD") == 0;
+        return get || head ? reply_webui(c, head) : reply_error(c, 405, "use GET for the chat page");
     }
     if (strcmp(url, "/health") == 0 || strcmp(url, "/v1/health") == 0)
         return get ? handle_health(s, c) : reply_error(c, 405, "use GET for /health");
