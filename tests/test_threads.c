@@ -1,7 +1,8 @@
 /* test_threads.c - the worker pool: every thread runs each task once, parallel_for covers every
- * index exactly once with chunks >= grain, the pool is cheap to reuse, NEXTN_THREADS works. */
+ * index exactly once with chunks >= grain, runs reuse the same threads, NEXTN_THREADS works. */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,28 +115,41 @@ static void test_parallel_for_chunks_are_deterministic(void **state) {
     nx_pool_free(p);
 }
 
-static void sum_task(void *c, int ith, int nth) {
+/* Each run records which thread ran each index; reuse means the same threads every time. */
+typedef struct reuse_ctx {
+    atomic_llong sum;
+    pthread_t tid[2];
+    atomic_int moved; /* runs in which index 1 ran on another thread than in the first run */
+    bool first;
+} reuse_ctx;
+
+static void reuse_task(void *c, int ith, int nth) {
     (void)nth;
-    atomic_llong *s = c;
-    atomic_fetch_add(s, ith + 1);
+    reuse_ctx *rc = c;
+    atomic_fetch_add(&rc->sum, ith + 1);
+    if (rc->first) rc->tid[ith] = pthread_self();
+    else if (ith == 1 && !pthread_equal(rc->tid[1], pthread_self())) atomic_fetch_add(&rc->moved, 1);
 }
 
-/* Thousands of runs must be fast (the pool is reused by every kernel of every decode step). */
-static void test_pool_reuse_is_fast(void **state) {
+/* Thousands of runs reuse the pool's threads: index 0 is the caller, index 1 the same worker
+ * thread in every run (no thread is created per run), and every run completes.  The time per
+ * run is printed for information only (it depends on the machine's load). */
+static void test_pool_reuse(void **state) {
     (void)state;
     nx_pool *p = nx_pool_create(2, NULL);
-    atomic_llong s;
-    atomic_init(&s, 0);
+    reuse_ctx rc = {.first = true};
+    atomic_init(&rc.sum, 0);
+    atomic_init(&rc.moved, 0);
+    nx_pool_run(p, reuse_task, &rc);
+    assert_true(pthread_equal(rc.tid[0], pthread_self()));
+    assert_false(pthread_equal(rc.tid[1], pthread_self()));
+    rc.first = false;
     const int reps = 20000;
     double t0 = nx_time_s();
-    for (int i = 0; i < reps; i++) nx_pool_run(p, sum_task, &s);
+    for (int i = 0; i < reps; i++) nx_pool_run(p, reuse_task, &rc);
     double dt = nx_time_s() - t0;
-    assert_int_equal(atomic_load(&s), (long long)reps * 3);
-    /* generous: 20k runs in < 10 s even on a loaded 2-core VM under ASan (typically ~20 ms) */
-    if (dt > 10.0) {
-        print_error("20000 pool runs took %.2f s\n", dt);
-        fail();
-    }
+    assert_int_equal(atomic_load(&rc.sum), (long long)(reps + 1) * 3);
+    assert_int_equal(atomic_load(&rc.moved), 0);
     print_message("20000 runs of a 2-thread pool: %.1f us/run\n", dt / reps * 1e6);
     nx_pool_free(p);
 }
@@ -167,7 +181,7 @@ int main(void) {
         cmocka_unit_test(test_run_calls_every_thread_once),
         cmocka_unit_test(test_parallel_for_covers_each_index_once),
         cmocka_unit_test(test_parallel_for_chunks_are_deterministic),
-        cmocka_unit_test(test_pool_reuse_is_fast),
+        cmocka_unit_test(test_pool_reuse),
         cmocka_unit_test(test_default_threads_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
