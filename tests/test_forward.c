@@ -317,7 +317,7 @@ static void test_matches_double_reference(void **state) {
      * the plain C kernels instead of the AVX-512 ones (when the CPU has them) */
     for (int variant = 0; variant < 2; variant++) {
         nx_ctx *c = make_ctx(f, 1, 0, NX_KV_F32);
-        if (variant == 1) c->avx512 = false;
+        if (variant == 1) c->run.avx512 = false;
         int cuts[] = {0, variant ? 13 : n, variant ? 19 : n, n};
         double worst_l = 0, worst_h = 0, scale = 0;
         for (int k = 0; k < 3; k++) {

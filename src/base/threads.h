@@ -16,6 +16,13 @@ typedef struct nx_pool nx_pool;
 /* ith in [0, nth). */
 typedef void (*nx_task_fn)(void *ctx, int ith, int nth);
 
+/* Thread ith's share [*b, *e) of n items: contiguous chunks of ceil(n / nth). */
+static inline void nx_task_range(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
+    const int64_t per = (n + nth - 1) / nth;
+    *b = NX_MIN(n, per * ith);
+    *e = NX_MIN(n, *b + per);
+}
+
 nx_pool *nx_pool_create(int n_threads, nx_err *err);  /* n_threads <= 0: default */
 void     nx_pool_free(nx_pool *p);
 int      nx_pool_size(const nx_pool *p);

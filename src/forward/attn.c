@@ -1,11 +1,14 @@
-/* attn.c - gated full-attention layer (reference §5): Q/gate interleaved per head, per-head
- * q/k RMSNorm, partial NeoX RoPE, GQA, causal softmax attention over the sequence's KV cells,
- * sigmoid output gate, output projection.  Parallel over (row, head) pairs. */
+/* attn.c - gated full-attention layer, as llama.cpp's qwen35 graph computes it
+ * (src/models/qwen35.cpp, build_layer_attn): the q projection holds per head D query values then
+ * D gate values; per-head RMSNorm of q and k before RoPE; partial NeoX RoPE on the first n_rot
+ * dims; grouped-query attention (query head h reads KV head h / (H/Hkv)); causal softmax over
+ * the sequence's KV cells with scale 1/sqrt(D); output times sigmoid(gate); output projection.
+ * Parallel over (row, head) pairs. */
 #include <math.h>
 #include <string.h>
 
 #include "forward/attn_avx512.h"
-#include "forward/ctx_internal.h"
+#include "forward/layer.h"
 #include "forward/ops.h"
 #include "forward/ops_avx512.h"
 #include "quant/quant.h"
@@ -22,32 +25,35 @@ static void rope_neox(float *x, const float *cs, int R) {
 }
 
 typedef struct prep_task {
-    nx_ctx *c;
+    const nx_fwd *f;
+    nx_kv_cache *kv;
     const nx_layer *l;
 } prep_task;
 
-/* q: norm + rope into mid0 [T][H*D]; k: norm + rope in place (mid1); then store K, V. */
+/* q: norm + rope from q_gate into q; k: norm + rope in place; then store K, V. */
 static void prep_fn(void *p, int ith, int nth) {
-    prep_task *pt = p;
-    nx_ctx *c = pt->c;
-    const nx_hparams *hp = &c->model->hp;
+    const prep_task *pt = p;
+    const nx_fwd *f = pt->f;
+    const nx_attn_buf *buf = &f->attn;
+    const nx_hparams *hp = f->hp;
     const int H = (int)hp->n_head, Hkv = (int)hp->n_head_kv, D = (int)hp->head_dim, R = (int)hp->n_rot;
     const int HD = H * D, KV = Hkv * D;
-    int64_t n = (int64_t)c->T, per = (n + nth - 1) / nth, b = NX_MIN(n, per * ith), e = NX_MIN(n, b + per);
+    int64_t b, e;
+    nx_task_range(f->rows.T, ith, nth, &b, &e);
     for (int64_t t = b; t < e; t++) {
-        const float *cs = c->rope_cs + t * hp->n_rot;
-        const float *qf = c->big0 + t * 2 * HD;
-        float *q = c->mid0 + t * HD;
+        const float *cs = f->rope_cs + t * hp->n_rot;
+        const float *qf = buf->q_gate + t * 2 * HD;
+        float *q = buf->q + t * HD;
         for (int h = 0; h < H; h++) {
             nx_rmsnorm(qf + (size_t)h * 2 * D, pt->l->attn.q_norm, q + (size_t)h * D, D, hp->eps);
             rope_neox(q + (size_t)h * D, cs, R);
         }
-        float *k = c->mid1 + t * KV;
+        float *k = buf->k + t * KV;
         for (int g = 0; g < Hkv; g++) {
             nx_rmsnorm(k + (size_t)g * D, pt->l->attn.k_norm, k + (size_t)g * D, D, hp->eps);
             rope_neox(k + (size_t)g * D, cs, R);
         }
-        nx_kv_store(&c->kv, pt->l->cache_index, c->seq[t], c->pos[t], k, c->mid2 + t * KV);
+        nx_kv_store(pt->kv, pt->l->cache_index, f->rows.seq[t], f->pos[t], k, buf->v + t * KV);
     }
 }
 
@@ -77,38 +83,41 @@ static void axpy_kv(float *y, float a, const uint8_t *row, nx_kv_type type, int 
 
 /* Reference path (no AVX-512, or head_dim not a multiple of 16): one (row, head) at a time. */
 static void attend_one_fn(void *p, int ith, int nth) {
-    prep_task *pt = p;
-    nx_ctx *c = pt->c;
-    const nx_hparams *hp = &c->model->hp;
-    const nx_kv_cache *kv = &c->kv;
+    const prep_task *pt = p;
+    const nx_fwd *f = pt->f;
+    const nx_attn_buf *buf = &f->attn;
+    const nx_hparams *hp = f->hp;
+    const nx_kv_cache *kv = pt->kv;
+    const bool simd = f->avx512;
     const int H = (int)hp->n_head, Hkv = (int)hp->n_head_kv, D = (int)hp->head_dim;
     const int HD = H * D, group = H / Hkv, layer = pt->l->cache_index;
     const float scale = 1.0f / sqrtf((float)D);
-    float *scores = c->att_scratch + (size_t)ith * (size_t)c->params.n_ctx;
-    int64_t n = (int64_t)c->T * H, per = (n + nth - 1) / nth, b = NX_MIN(n, per * ith), e = NX_MIN(n, b + per);
+    float *scores = f->att_scores + (size_t)ith * (size_t)f->n_ctx;
+    int64_t b, e;
+    nx_task_range((int64_t)f->rows.T * H, ith, nth, &b, &e);
     for (int64_t item = b; item < e; item++) {
-        const int t = (int)(item / H), h = (int)(item % H), g = h / group; /* grouped GQA (§5.4) */
-        const int s = c->seq[t], n_keys = c->pos[t] + 1; /* causal: cells 0..pos of this sequence */
-        const float *q = c->mid0 + (size_t)t * HD + (size_t)h * D;
+        const int t = (int)(item / H), h = (int)(item % H), g = h / group; /* consecutive query heads share a KV head */
+        const int s = f->rows.seq[t], n_keys = f->pos[t] + 1; /* causal: cells 0..pos of this sequence */
+        const float *q = buf->q + (size_t)t * HD + (size_t)h * D;
         const uint8_t *kbase = kv->k + nx_kv_offset(kv, layer, s, 0) + (size_t)g * D * kv->elt;
         const uint8_t *vbase = kv->v + nx_kv_offset(kv, layer, s, 0) + (size_t)g * D * kv->elt;
         const size_t stride = (size_t)kv->kv_dim * kv->elt;
         float mx = -INFINITY;
         for (int k = 0; k < n_keys; k++) {
-            scores[k] = dot_kv(kbase + (size_t)k * stride, kv->type, q, D, c->avx512) * scale;
+            scores[k] = dot_kv(kbase + (size_t)k * stride, kv->type, q, D, simd) * scale;
             if (scores[k] > mx) mx = scores[k];
         }
         double sum = 0.0;
-        if (c->avx512) nx_ops_exp_avx512(scores, scores, mx, n_keys);
+        if (simd) nx_ops_exp_avx512(scores, scores, mx, n_keys);
         else for (int k = 0; k < n_keys; k++) scores[k] = expf(scores[k] - mx);
         for (int k = 0; k < n_keys; k++) sum += scores[k];
         const float inv = (float)(1.0 / sum);
-        float *out = c->big1 + (size_t)t * HD + (size_t)h * D;
+        float *out = buf->att + (size_t)t * HD + (size_t)h * D;
         memset(out, 0, (size_t)D * sizeof(float));
-        for (int k = 0; k < n_keys; k++) axpy_kv(out, scores[k] * inv, vbase + (size_t)k * stride, kv->type, D, c->avx512);
-        /* sigmoid output gate (§5.5): gate of head h follows its D query values in big0 */
-        const float *gate = c->big0 + (size_t)t * 2 * HD + (size_t)h * 2 * D + D;
-        if (c->avx512) nx_ops_mul_sigmoid_avx512(out, gate, D);
+        for (int k = 0; k < n_keys; k++) axpy_kv(out, scores[k] * inv, vbase + (size_t)k * stride, kv->type, D, simd);
+        /* sigmoid output gate: the gate of head h follows its D query values in q_gate */
+        const float *gate = buf->q_gate + (size_t)t * 2 * HD + (size_t)h * 2 * D + D;
+        if (simd) nx_ops_mul_sigmoid_avx512(out, gate, D);
         else for (int i = 0; i < D; i++) out[i] *= nx_sigmoid(gate[i]);
     }
 }
@@ -122,23 +131,25 @@ typedef struct attn_plan {
     int rows_per_chunk, heads_per_block, blocks_per_group, n_chunks;
 } attn_plan;
 
-static attn_plan plan_items(const nx_ctx *c, int nth) {
-    const nx_hparams *hp = &c->model->hp;
+static attn_plan plan_items(const nx_fwd *f, int nth) {
+    const nx_hparams *hp = f->hp;
+    const int T = f->rows.T;
+    const int32_t *seq = f->rows.seq;
     const int group = (int)(hp->n_head / hp->n_head_kv);
     attn_plan pl;
     pl.heads_per_block = NX_MIN(group, NX_ATTN_MAX_Q);
     pl.rows_per_chunk = NX_ATTN_MAX_Q / pl.heads_per_block;
     pl.n_chunks = 0;
-    for (int t = 0, len = 0; t < c->T; t++) {
-        len = (t > 0 && c->seq[t] == c->seq[t - 1] && len < pl.rows_per_chunk) ? len + 1 : 1;
+    for (int t = 0, len = 0; t < T; t++) {
+        len = (t > 0 && seq[t] == seq[t - 1] && len < pl.rows_per_chunk) ? len + 1 : 1;
         pl.n_chunks += len == 1;
     }
     if ((int64_t)pl.n_chunks * hp->n_head_kv < nth && group > 1) { /* too few items: one head per block */
         pl.heads_per_block = 1;
         pl.rows_per_chunk = NX_ATTN_MAX_Q;
         pl.n_chunks = 0;
-        for (int t = 0, len = 0; t < c->T; t++) {
-            len = (t > 0 && c->seq[t] == c->seq[t - 1] && len < pl.rows_per_chunk) ? len + 1 : 1;
+        for (int t = 0, len = 0; t < T; t++) {
+            len = (t > 0 && seq[t] == seq[t - 1] && len < pl.rows_per_chunk) ? len + 1 : 1;
             pl.n_chunks += len == 1;
         }
     }
@@ -147,23 +158,27 @@ static attn_plan plan_items(const nx_ctx *c, int nth) {
 }
 
 typedef struct grouped_task {
-    nx_ctx *c;
+    const nx_fwd *f;
+    const nx_kv_cache *kv;
     const nx_layer *l;
     attn_plan plan;
 } grouped_task;
 
 static void attend_grouped_fn(void *p, int ith, int nth) {
-    grouped_task *gt = p;
-    nx_ctx *c = gt->c;
+    const grouped_task *gt = p;
+    const nx_fwd *f = gt->f;
+    const nx_attn_buf *buf = &f->attn;
+    const int T = f->rows.T;
+    const int32_t *seq = f->rows.seq;
     const attn_plan *pl = &gt->plan;
-    const nx_hparams *hp = &c->model->hp;
-    const nx_kv_cache *kv = &c->kv;
+    const nx_hparams *hp = f->hp;
+    const nx_kv_cache *kv = gt->kv;
     const int H = (int)hp->n_head, Hkv = (int)hp->n_head_kv, D = (int)hp->head_dim;
     const int HD = H * D, group = H / Hkv, layer = gt->l->cache_index, per_chunk = Hkv * pl->blocks_per_group;
     const float scale = 1.0f / sqrtf((float)D);
-    float *scratch = c->att_scratch + (size_t)ith * NX_ATTN_MAX_Q * (size_t)c->params.n_ctx;
-    const int64_t n = (int64_t)pl->n_chunks * per_chunk, per = (n + nth - 1) / nth;
-    const int64_t b = NX_MIN(n, per * ith), e = NX_MIN(n, b + per);
+    float *scratch = f->att_scores + (size_t)ith * NX_ATTN_MAX_Q * (size_t)f->n_ctx;
+    int64_t b, e;
+    nx_task_range((int64_t)pl->n_chunks * per_chunk, ith, nth, &b, &e);
     nx_attn_query qs[NX_ATTN_MAX_Q];
     int chunk = -1, t0 = 0, len = 0;
     for (int64_t item = b; item < e; item++) {
@@ -172,41 +187,43 @@ static void attend_grouped_fn(void *p, int ith, int nth) {
         while (chunk < want) { /* advance to chunk `want`: rows [t0, t0 + len) */
             t0 += len;
             len = 1;
-            while (t0 + len < c->T && c->seq[t0 + len] == c->seq[t0] && len < pl->rows_per_chunk) len++;
+            while (t0 + len < T && seq[t0 + len] == seq[t0] && len < pl->rows_per_chunk) len++;
             chunk++;
         }
         const int h0 = g * group + hb * pl->heads_per_block, h1 = NX_MIN(g * group + group, h0 + pl->heads_per_block);
-        const int s = c->seq[t0];
+        const int s = seq[t0];
         int nq = 0;
         for (int t = t0; t < t0 + len; t++)
             for (int h = h0; h < h1; h++, nq++) {
-                qs[nq].q = c->mid0 + (size_t)t * HD + (size_t)h * D;
-                qs[nq].n_keys = c->pos[t] + 1; /* causal: cells 0..pos of this sequence */
-                qs[nq].scores = scratch + (size_t)nq * (size_t)c->params.n_ctx;
-                qs[nq].out = c->big1 + (size_t)t * HD + (size_t)h * D;
+                qs[nq].q = buf->q + (size_t)t * HD + (size_t)h * D;
+                qs[nq].n_keys = f->pos[t] + 1; /* causal: cells 0..pos of this sequence */
+                qs[nq].scores = scratch + (size_t)nq * (size_t)f->n_ctx;
+                qs[nq].out = buf->att + (size_t)t * HD + (size_t)h * D;
             }
         const size_t base = nx_kv_offset(kv, layer, s, 0) + (size_t)g * D * kv->elt;
         nx_attend_avx512(kv->k + base, kv->v + base, kv->type == NX_KV_F16, (size_t)kv->kv_dim, D, scale, qs, nq);
-        for (int t = t0, j = 0; t < t0 + len; t++) /* sigmoid output gate (§5.5): after the D query values */
+        for (int t = t0, j = 0; t < t0 + len; t++) /* sigmoid output gate: after the D query values */
             for (int h = h0; h < h1; h++, j++)
-                nx_ops_mul_sigmoid_avx512(qs[j].out, c->big0 + (size_t)t * 2 * HD + (size_t)h * 2 * D + D, D);
+                nx_ops_mul_sigmoid_avx512(qs[j].out, buf->q_gate + (size_t)t * 2 * HD + (size_t)h * 2 * D + D, D);
     }
 }
 
-bool nx_attn_layer(nx_ctx *c, const nx_layer *l, nx_err *err) {
-    if (!nx_matmul(c->pool, &c->mm, &l->attn.q, c->a, c->T, c->big0, err) ||
-        !nx_matmul(c->pool, &c->mm, &l->attn.k, c->a, c->T, c->mid1, err) ||
-        !nx_matmul(c->pool, &c->mm, &l->attn.v, c->a, c->T, c->mid2, err))
+bool nx_attn_layer(nx_fwd *f, nx_kv_cache *kv, const nx_layer *l, nx_err *err) {
+    const nx_attn_buf *buf = &f->attn;
+    const int T = f->rows.T;
+    if (!nx_matmul(f->pool, &f->mm, &l->attn.q, f->in, T, buf->q_gate, err) ||
+        !nx_matmul(f->pool, &f->mm, &l->attn.k, f->in, T, buf->k, err) ||
+        !nx_matmul(f->pool, &f->mm, &l->attn.v, f->in, T, buf->v, err))
         return false;
-    prep_task pt = {c, l};
-    const nx_hparams *hp = &c->model->hp;
-    const int64_t D = hp->head_dim, H = hp->n_head, kv = (int64_t)c->T * (c->pos[c->T - 1] + 1);
-    nx_ctx_run(c, prep_fn, &pt, (int64_t)c->T * (H + hp->n_head_kv) * D * 8);
-    if (c->avx512 && D % 16 == 0) {
-        grouped_task gt = {c, l, plan_items(c, c->n_threads)};
-        nx_ctx_run(c, attend_grouped_fn, &gt, kv * H * D * 4);
+    prep_task pt = {f, kv, l};
+    const nx_hparams *hp = f->hp;
+    const int64_t D = hp->head_dim, H = hp->n_head, cells = (int64_t)T * (f->pos[T - 1] + 1);
+    nx_fwd_run(f, prep_fn, &pt, (int64_t)T * (H + hp->n_head_kv) * D * 8);
+    if (f->avx512 && D % 16 == 0) {
+        grouped_task gt = {f, kv, l, plan_items(f, f->n_threads)};
+        nx_fwd_run(f, attend_grouped_fn, &gt, cells * H * D * 4);
     } else {
-        nx_ctx_run(c, attend_one_fn, &pt, kv * H * D * 4);
+        nx_fwd_run(f, attend_one_fn, &pt, cells * H * D * 4);
     }
-    return nx_matmul(c->pool, &c->mm, &l->attn.o, c->big1, c->T, c->m, err);
+    return nx_matmul(f->pool, &f->mm, &l->attn.o, buf->att, T, f->out, err);
 }

@@ -1,14 +1,17 @@
 /* forward.c - the forward context: batch validation, scratch, the layer loop, outputs, and the
- * per-sequence memory operations (reference §3). */
+ * per-sequence memory operations.  Per layer: x += mixer(rmsnorm(x) * attn_norm), then
+ * x += FFN(rmsnorm(x) * post_norm); the exported hidden is rmsnorm(x) * output_norm, the vector
+ * the LM head reads (llama.cpp src/models/qwen35.cpp, llama_model_qwen35::graph). */
 #include "forward/forward.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward/ctx_internal.h"
-#include "forward/ops.h"
 #include "forward/attn_avx512.h"
+#include "forward/ctx_internal.h"
+#include "forward/layer.h"
+#include "forward/ops.h"
 #include "forward/ops_avx512.h"
 #include "quant/quant.h"
 
@@ -28,20 +31,23 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
     nx_ctx *c = nx_calloc(1, sizeof *c, "context", err);
     if (!c) return false;
     c->model = model;
-    c->pool = pool;
     c->params = *params;
-    c->n_threads = nx_pool_size(pool);
-    c->avx512 = nx_cpu_isa() >= NX_ISA_AVX512;
+    nx_fwd *f = &c->run;
+    f->hp = hp;
+    f->pool = pool;
+    f->n_threads = nx_pool_size(pool);
+    f->n_ctx = params->n_ctx;
+    f->avx512 = nx_cpu_isa() >= NX_ISA_AVX512;
     const size_t conv_n = (size_t)(hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp);
     if (!nx_kv_init(&c->kv, model->n_attn_layers, (int)nx_hp_kv_dim(hp), params->n_ctx, params->n_seq,
                     params->kv_type, err) ||
         !nx_rstate_init(&c->rs, model->n_gdn_layers, conv_n, (int)hp->ssm_dt_rank, (int)hp->ssm_d_state, params->n_seq,
-                        params->n_snapshots, c->avx512, err))
+                        params->n_snapshots, f->avx512, err))
         goto fail;
     c->seq_T = nx_calloc((size_t)params->n_seq, sizeof *c->seq_T, "context sequence counts", err);
-    c->att_scratch = c->seq_T ? nx_alloc_aligned((size_t)c->n_threads * NX_ATTN_MAX_Q * (size_t)params->n_ctx * sizeof(float),
-                                                 "attention scores", err) : NULL;
-    if (!c->att_scratch) goto fail;
+    f->att_scores = c->seq_T ? nx_alloc_aligned((size_t)f->n_threads * NX_ATTN_MAX_Q * (size_t)params->n_ctx * sizeof(float),
+                                                "attention scores", err) : NULL;
+    if (!f->att_scores) goto fail;
     *out = c;
     return true;
 fail:
@@ -50,8 +56,8 @@ fail:
 }
 
 static void free_rows(nx_ctx *c) {
-    float **bufs[] = {&c->x, &c->a, &c->m, &c->hidden, &c->big0, &c->big1, &c->mid0, &c->mid1, &c->mid2,
-                      &c->small0, &c->small1, &c->rope_cs, &c->gather};
+    float **bufs[] = {&c->x, &c->xn, &c->y, &c->hidden, &c->wide[0], &c->wide[1], &c->narrow[0], &c->narrow[1],
+                      &c->narrow[2], &c->per_head[0], &c->per_head[1], &c->rope_cs, &c->gather};
     for (size_t i = 0; i < NX_ARRAY_LEN(bufs); i++) {
         nx_free_aligned(*bufs[i]);
         *bufs[i] = NULL;
@@ -68,26 +74,26 @@ void nx_ctx_free(nx_ctx *c) {
     if (!c) return;
     free_rows(c);
     nx_free_aligned(c->logits);
-    nx_free_aligned(c->att_scratch);
+    nx_free_aligned(c->run.att_scores);
     free(c->seq_T);
     nx_kv_free(&c->kv);
     nx_rstate_free(&c->rs);
-    nx_matmul_scratch_free(&c->mm);
+    nx_matmul_scratch_free(&c->run.mm);
     free(c);
 }
 
-/* Sizes every per-row buffer for T rows (only grows). */
+/* Sizes every per-row buffer for T rows (only grows) and points the layers' views at them. */
 static bool grow_rows(nx_ctx *c, int T, nx_err *err) {
     if (T <= c->cap_T) return true;
     const nx_hparams *hp = &c->model->hp;
     free_rows(c);
     const size_t E = hp->n_embd, C = nx_hp_conv_dim(hp), VD = nx_hp_value_dim(hp), KV = nx_hp_kv_dim(hp);
     const size_t HD = (size_t)hp->n_head * hp->head_dim, F = hp->n_ff, Hv = hp->ssm_dt_rank;
-    const size_t big = NX_MAX(NX_MAX(C, 2 * HD), F), mid = NX_MAX(NX_MAX(VD, HD), KV), mid2 = NX_MAX(VD, KV);
+    const size_t wide = NX_MAX(NX_MAX(C, 2 * HD), F), narrow = NX_MAX(NX_MAX(VD, HD), KV), narrow2 = NX_MAX(VD, KV);
     struct { float **p; size_t n; } bufs[] = {
-        {&c->x, E}, {&c->a, E}, {&c->m, E}, {&c->hidden, E}, {&c->gather, E},
-        {&c->big0, big}, {&c->big1, big}, {&c->mid0, mid}, {&c->mid1, mid}, {&c->mid2, mid2},
-        {&c->small0, Hv}, {&c->small1, Hv}, {&c->rope_cs, hp->n_rot},
+        {&c->x, E}, {&c->xn, E}, {&c->y, E}, {&c->hidden, E}, {&c->gather, E},
+        {&c->wide[0], wide}, {&c->wide[1], wide}, {&c->narrow[0], narrow}, {&c->narrow[1], narrow},
+        {&c->narrow[2], narrow2}, {&c->per_head[0], Hv}, {&c->per_head[1], Hv}, {&c->rope_cs, hp->n_rot},
     };
     size_t total = 0;
     for (size_t i = 0; i < NX_ARRAY_LEN(bufs); i++) {
@@ -102,6 +108,15 @@ static bool grow_rows(nx_ctx *c, int T, nx_err *err) {
     if (!c->out_row) goto fail;
     c->cap_T = T;
     c->scratch_bytes = total;
+    nx_fwd *f = &c->run;
+    f->in = c->xn;
+    f->out = c->y;
+    f->rope_cs = c->rope_cs;
+    f->attn = (nx_attn_buf){.q_gate = c->wide[0], .att = c->wide[1], .q = c->narrow[0], .k = c->narrow[1],
+                            .v = c->narrow[2]};
+    f->gdn = (nx_gdn_buf){.qkv_in = c->wide[0], .qkv = c->wide[1], .z = c->narrow[0], .rec = c->narrow[1],
+                          .beta = c->per_head[0], .g = c->per_head[1]};
+    f->ffn = (nx_ffn_buf){.gate = c->wide[0], .up = c->wide[1]};
     return true;
 fail:
     free_rows(c);
@@ -132,7 +147,7 @@ static bool validate_batch(nx_ctx *c, const nx_batch *b, nx_err *err) {
         if (b->token[t] < 0 || (uint32_t)b->token[t] >= hp->n_vocab)
             return nx_fail(err, "batch row %d: token id %d out of range (vocabulary has %u tokens)", t, b->token[t],
                            hp->n_vocab);
-        const int32_t want = c->kv.len[s] + c->seq_T[s];
+        const int32_t want = nx_kv_len(&c->kv, s) + c->seq_T[s];
         if (b->pos[t] != want)
             return nx_fail(err, "batch row %d: sequence %d position %d, expected %d (positions of a sequence must "
                            "continue it without gaps)", t, s, b->pos[t], want);
@@ -147,21 +162,6 @@ static bool validate_batch(nx_ctx *c, const nx_batch *b, nx_err *err) {
 
 /* ---- threaded row helpers ----------------------------------------------------------------- */
 
-static void split(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
-    int64_t per = (n + nth - 1) / nth;
-    *b = NX_MIN(n, per * ith);
-    *e = NX_MIN(n, *b + per);
-}
-
-/* Below this many operations a task runs inline: a pool wake-up costs a few microseconds
- * (much more when the cores are shared), about what 30k multiply-adds take. */
-#define NX_INLINE_WORK 30000
-
-void nx_ctx_run(nx_ctx *c, nx_task_fn fn, void *arg, int64_t work) {
-    if (work < NX_INLINE_WORK || c->n_threads == 1) fn(arg, 0, 1);
-    else nx_pool_run(c->pool, fn, arg);
-}
-
 typedef struct norm_task {
     const float *x;
     const float *w;
@@ -173,18 +173,18 @@ typedef struct norm_task {
 static void norm_rows_fn(void *p, int ith, int nth) {
     norm_task *nt = p;
     int64_t b, e;
-    split(nt->T, ith, nth, &b, &e);
+    nx_task_range(nt->T, ith, nth, &b, &e);
     for (int64_t t = b; t < e; t++) nx_rmsnorm(nt->x + t * nt->n, nt->w, nt->out + t * nt->n, nt->n, nt->eps);
 }
 
-static void norm_rows(nx_ctx *c, const float *x, const float *w, float *out, int64_t n) {
-    norm_task nt = {x, w, out, c->T, n, c->model->hp.eps};
-    nx_ctx_run(c, norm_rows_fn, &nt, 4 * (int64_t)c->T * n);
+static void norm_rows(const nx_fwd *f, const float *x, const float *w, float *out, int64_t n) {
+    norm_task nt = {x, w, out, f->rows.T, n, f->hp->eps};
+    nx_fwd_run(f, norm_rows_fn, &nt, 4 * (int64_t)f->rows.T * n);
 }
 
-static void add_rows(nx_ctx *c, float *x, const float *m) {
-    const int64_t n = (int64_t)c->T * c->model->hp.n_embd;
-    for (int64_t i = 0; i < n; i++) x[i] += m[i];
+static void add_rows(const nx_fwd *f, float *x, const float *y) {
+    const int64_t n = (int64_t)f->rows.T * f->hp->n_embd;
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 typedef struct swiglu_task {
@@ -197,29 +197,32 @@ typedef struct swiglu_task {
 static void swiglu_fn(void *p, int ith, int nth) {
     swiglu_task *st = p;
     int64_t b, e;
-    split(st->n, ith, nth, &b, &e);
+    nx_task_range(st->n, ith, nth, &b, &e);
     if (st->avx512) nx_ops_swiglu_avx512(st->g + b, st->u + b, e - b);
     else for (int64_t i = b; i < e; i++) st->g[i] = nx_silu(st->g[i]) * st->u[i];
 }
 
-static bool ffn(nx_ctx *c, const nx_layer *l, nx_err *err) {
-    const int64_t F = c->model->hp.n_ff;
-    if (!nx_matmul(c->pool, &c->mm, &l->ffn_gate, c->a, c->T, c->big0, err) ||
-        !nx_matmul(c->pool, &c->mm, &l->ffn_up, c->a, c->T, c->big1, err))
+/* SwiGLU FFN: out = down(silu(gate(in)) * up(in)). */
+static bool ffn(nx_fwd *f, const nx_layer *l, nx_err *err) {
+    const int T = f->rows.T;
+    const nx_ffn_buf *b = &f->ffn;
+    if (!nx_matmul(f->pool, &f->mm, &l->ffn_gate, f->in, T, b->gate, err) ||
+        !nx_matmul(f->pool, &f->mm, &l->ffn_up, f->in, T, b->up, err))
         return false;
-    swiglu_task st = {c->big0, c->big1, (int64_t)c->T * F, c->avx512};
-    nx_ctx_run(c, swiglu_fn, &st, 8 * st.n);
-    return nx_matmul(c->pool, &c->mm, &l->ffn_down, c->big0, c->T, c->m, err);
+    swiglu_task st = {b->gate, b->up, (int64_t)T * f->hp->n_ff, f->avx512};
+    nx_fwd_run(f, swiglu_fn, &st, 8 * st.n);
+    return nx_matmul(f->pool, &f->mm, &l->ffn_down, b->gate, T, f->out, err);
 }
 
-/* cos/sin of every rotary pair for every row (reference §5.3, §10: theta = pos * base^(-2p/R)
- * by repeated multiplication in float; text positions make IMROPE plain NeoX RoPE). */
-static void rope_tables(nx_ctx *c) {
+/* cos/sin of every rotary pair for every row: theta_p = pos * base^(-2p/R), by repeated
+ * multiplication with base^(-2/R) in float as ggml's rope does.  For text every IMROPE section
+ * (t, h, w) carries the token position, so IMROPE is plain NeoX RoPE here. */
+static void rope_tables(nx_ctx *c, const int32_t *pos) {
     const nx_hparams *hp = &c->model->hp;
     const int half = (int)hp->n_rot / 2;
     const float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->n_rot);
     for (int t = 0; t < c->T; t++) {
-        float theta = (float)c->pos[t];
+        float theta = (float)pos[t];
         float *cs = c->rope_cs + (size_t)t * hp->n_rot;
         for (int p = 0; p < half; p++) {
             cs[2 * p] = cosf(theta);
@@ -241,7 +244,9 @@ bool nx_forward_embd(nx_ctx *c, const nx_batch *b, const float *embd, nx_err *er
     const int T = b->n_tokens;
     const size_t E = hp->n_embd;
     c->T = T;
-    c->pos = b->pos;
+    nx_fwd *f = &c->run;
+    f->rows = (nx_gdn_rows){T, c->seq, c->row_j, c->seq_T};
+    f->pos = b->pos;
 
     int n_out = 0;
     for (int t = 0; t < T; t++) {
@@ -255,28 +260,28 @@ bool nx_forward_embd(nx_ctx *c, const nx_batch *b, const float *embd, nx_err *er
     else
         for (int t = 0; t < T; t++)
             if (!nx_embed_row(&mdl->tok_embd, b->token[t], c->x + (size_t)t * E, err)) return false;
-    rope_tables(c);
+    rope_tables(c, b->pos);
 
     for (uint32_t li = 0; li < hp->n_layer; li++) {
         const nx_layer *l = &mdl->layers[li];
-        norm_rows(c, c->x, l->attn_norm, c->a, (int64_t)E);
-        if (!(l->recurrent ? nx_gdn_layer(c, l, err) : nx_attn_layer(c, l, err)))
+        norm_rows(f, c->x, l->attn_norm, c->xn, (int64_t)E);
+        if (!(l->recurrent ? nx_gdn_layer(f, &c->rs, l, err) : nx_attn_layer(f, &c->kv, l, err)))
             return nx_fail_prefix(err, "layer %u", li);
-        add_rows(c, c->x, c->m);
-        norm_rows(c, c->x, l->post_norm, c->a, (int64_t)E);
-        if (!ffn(c, l, err)) return nx_fail_prefix(err, "layer %u ffn", li);
-        add_rows(c, c->x, c->m);
+        add_rows(f, c->x, c->y);
+        norm_rows(f, c->x, l->post_norm, c->xn, (int64_t)E);
+        if (!ffn(f, l, err)) return nx_fail_prefix(err, "layer %u ffn", li);
+        add_rows(f, c->x, c->y);
     }
-    norm_rows(c, c->x, mdl->output_norm, c->hidden, (int64_t)E);
+    norm_rows(f, c->x, mdl->output_norm, c->hidden, (int64_t)E);
 
     /* commit the new positions: KV cells were written by the attention layers, the recurrent
      * state's slot 0 now holds the state after each sequence's last row */
     for (int s = 0; s < c->params.n_seq; s++)
         if (c->seq_T[s] > 0) {
-            c->kv.len[s] += c->seq_T[s];
+            nx_kv_commit(&c->kv, s, c->seq_T[s]);
             nx_rstate_commit(&c->rs, s, c->seq_T[s]);
         }
-    c->pos = NULL;
+    f->pos = NULL;
 
     if (n_out > 0) {
         const float *src = c->hidden;
@@ -286,7 +291,7 @@ bool nx_forward_embd(nx_ctx *c, const nx_batch *b, const float *embd, nx_err *er
                                                 E * sizeof(float));
             src = c->gather;
         }
-        if (!nx_matmul(c->pool, &c->mm, &mdl->output, src, n_out, c->logits, err))
+        if (!nx_matmul(f->pool, &f->mm, &mdl->output, src, n_out, c->logits, err))
             return nx_fail_prefix(err, "lm head");
     }
     c->n_out = n_out;
@@ -302,12 +307,13 @@ const float *nx_ctx_hidden(const nx_ctx *c) { return c->hidden; }
 int32_t nx_ctx_n_rows(const nx_ctx *c) { return c->T; }
 const nx_model *nx_ctx_model(const nx_ctx *c) { return c->model; }
 const nx_ctx_params *nx_ctx_params_of(const nx_ctx *c) { return &c->params; }
-int nx_ctx_n_threads(const nx_ctx *c) { return c->n_threads; }
+int nx_ctx_n_threads(const nx_ctx *c) { return c->run.n_threads; }
 
 nx_ctx_memory nx_ctx_memory_usage(const nx_ctx *c) {
     nx_ctx_memory m = {nx_kv_bytes(&c->kv), nx_rstate_bytes(&c->rs),
                        c->scratch_bytes + (size_t)c->cap_logits * c->model->hp.n_vocab * sizeof(float) +
-                           (size_t)c->n_threads * NX_ATTN_MAX_Q * (size_t)c->params.n_ctx * sizeof(float) + c->mm.cap};
+                           (size_t)c->run.n_threads * NX_ATTN_MAX_Q * (size_t)c->params.n_ctx * sizeof(float) +
+                           c->run.mm.cap};
     return m;
 }
 
@@ -320,37 +326,38 @@ static bool check_seq(const nx_ctx *c, int32_t seq, nx_err *err) {
 }
 
 int32_t nx_ctx_n_past(const nx_ctx *c, int32_t seq) {
-    return seq >= 0 && seq < c->params.n_seq ? c->kv.len[seq] : 0;
+    return seq >= 0 && seq < c->params.n_seq ? nx_kv_len(&c->kv, seq) : 0;
 }
 
 bool nx_ctx_seq_clear(nx_ctx *c, int32_t seq, nx_err *err) {
     if (!check_seq(c, seq, err)) return false;
-    c->kv.len[seq] = 0;
+    nx_kv_truncate(&c->kv, seq, 0);
     nx_rstate_clear(&c->rs, seq);
     return true;
 }
 
 int32_t nx_ctx_seq_max_rollback(const nx_ctx *c, int32_t seq) {
     if (seq < 0 || seq >= c->params.n_seq) return 0;
-    return c->model->n_gdn_layers > 0 ? nx_rstate_max_rollback(&c->rs, seq) : c->kv.len[seq];
+    return c->model->n_gdn_layers > 0 ? nx_rstate_max_rollback(&c->rs, seq) : nx_kv_len(&c->kv, seq);
 }
 
 bool nx_ctx_seq_rollback(nx_ctx *c, int32_t seq, int32_t r, nx_err *err) {
     if (!check_seq(c, seq, err)) return false;
-    if (r < 0 || r > c->kv.len[seq])
-        return nx_fail(err, "sequence %d: cannot roll back %d tokens (it has %d)", seq, r, c->kv.len[seq]);
+    const int32_t n_past = nx_kv_len(&c->kv, seq);
+    if (r < 0 || r > n_past) return nx_fail(err, "sequence %d: cannot roll back %d tokens (it has %d)", seq, r, n_past);
     if (r == 0) return true;
     if (c->model->n_gdn_layers > 0 && !nx_rstate_rollback(&c->rs, seq, r, err)) return false;
-    c->kv.len[seq] -= r;
+    nx_kv_truncate(&c->kv, seq, n_past - r);
     return true;
 }
 
 bool nx_ctx_seq_truncate(nx_ctx *c, int32_t seq, int32_t from_pos, nx_err *err) {
     if (!check_seq(c, seq, err)) return false;
     if (from_pos < 0) return nx_fail(err, "sequence %d: truncate position %d is negative", seq, from_pos);
-    if (from_pos >= c->kv.len[seq]) return true;
+    const int32_t n_past = nx_kv_len(&c->kv, seq);
+    if (from_pos >= n_past) return true;
     if (from_pos == 0) return nx_ctx_seq_clear(c, seq, err);
-    return nx_ctx_seq_rollback(c, seq, c->kv.len[seq] - from_pos, err);
+    return nx_ctx_seq_rollback(c, seq, n_past - from_pos, err);
 }
 
 bool nx_ctx_seq_copy(nx_ctx *c, int32_t src, int32_t dst, nx_err *err) {

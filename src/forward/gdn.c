@@ -1,4 +1,4 @@
-/* gdn.c - Gated DeltaNet recurrent state (slots for rollback) and kernels (reference §4). */
+/* gdn.c - Gated DeltaNet recurrent state (slots for rollback) and kernels (gdn.h). */
 #include "forward/gdn.h"
 
 #include <stdlib.h>
@@ -262,7 +262,7 @@ void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc
     }
 }
 
-/* Gated RMSNorm over one head's dv values, times silu(z) (reference §4.7). */
+/* Gated RMSNorm over one head's d values (shared weight norm_w), times silu(z) of that head. */
 static void gated_norm(float *ot, const float *zt, const float *norm_w, float eps, int d, bool avx512) {
     nx_rmsnorm(ot, norm_w, ot, d, eps);
     if (avx512) nx_ops_mul_silu_avx512(ot, zt, d);
@@ -275,9 +275,14 @@ static void gated_norm(float *ot, const float *zt, const float *norm_w, float ep
  * in_slot, the state after the last row into p.final, a group's last state where the next
  * group reads it (the anchor slot if it is the anchor, else the other slot).  The rows that a
  * rollback can return to record (k, delta, decay) into the other replay buffer. */
-void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
-                       const float *qkv, int C, const float *beta, const float *g, const float *z,
-                       const float *norm_w, float eps, float *out, int h0, int h1, bool avx512) {
+void nx_gdn_recurrence(const nx_gdn_recur *args, int h0, int h1) {
+    const nx_rstate *rs = args->rs;
+    const nx_gdn_rows *rows = args->rows;
+    const int layer = args->layer, Hk = args->Hk, Hv = args->Hv, d = args->d, C = args->C;
+    const float *qkv = args->qkv, *beta = args->beta, *g = args->g, *z = args->z, *norm_w = args->norm_w;
+    const float eps = args->eps;
+    float *out = args->out;
+    const bool avx512 = args->avx512;
     const int key_dim = Hk * d, VD = Hv * d;
     const size_t plane = (size_t)d * (size_t)d, hstride = 2 * (size_t)d + 1;
     nx_gdn_step st[NX_GDN_MAX_STEPS];
@@ -290,7 +295,7 @@ void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, 
         const int a = p.nrep > 0 ? p.m + T - 2 - p.nrep : -1; /* anchor step (-1: the input itself) */
         const int old_buf = rs->ssm_seq[s].rep_buf, new_buf = old_buf ^ 1;
         for (int h = h0; h < h1; h++) {
-            const int kh = h % Hk; /* tiled k-head / v-head mapping (reference §4.5) */
+            const int kh = h % Hk; /* value head h reads key head h mod Hk: the converter tiles value heads */
             const float *src = nx_rstate_ssm(rs, layer, p.in_slot, s) + (size_t)h * plane;
             float *anchor = nx_rstate_ssm(rs, layer, p.in_slot, s) + (size_t)h * plane;
             float *other = nx_rstate_ssm(rs, layer, p.other, s) + (size_t)h * plane;

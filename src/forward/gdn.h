@@ -1,6 +1,6 @@
 /* gdn.h - Gated DeltaNet: the recurrent state with rollback slots, and the layer's kernels.
  *
- * State per GDN layer per sequence (reference §4.3, §4.6, §4.9), all F32:
+ * State per GDN layer per sequence, all F32 (as llama.cpp's recurrent cache r and s):
  *   conv: [conv_dim][Kc-1]  the last Kc-1 pre-convolution qkv values per channel, oldest first;
  *   ssm:  [Hv][d][d]        delta-rule matrix per value head, element S[i][j] (i = key index,
  *                           j = value index) at j*d + i, as llama.cpp lays it out.
@@ -97,11 +97,24 @@ typedef struct nx_gdn_rows {
 void nx_gdn_conv(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Kc, int C,
                  const float *w, const float *x, float *y, int c0, int c1, bool avx512);
 
-/* Delta-rule recurrence + gated RMSNorm for value heads [h0, h1).  qk: [T][C] post-conv
- * (q at 0, k at key_dim, v at 2*key_dim, q/k already L2-normed and q scaled); gate_b: [T][Hv]
- * beta (after sigmoid); gate_g: [T][Hv] g (log decay); z: [T][value_dim]; out: [T][value_dim]. */
-void nx_gdn_recurrence(const nx_rstate *rs, int layer, const nx_gdn_rows *rows, int Hk, int Hv, int d,
-                       const float *qkv, int C, const float *beta, const float *g, const float *z,
-                       const float *norm_w, float eps, float *out, int h0, int h1, bool avx512);
+/* One layer's delta-rule recurrence over a batch (value_dim = Hv * d, key_dim = Hk * d). */
+typedef struct nx_gdn_recur {
+    const nx_rstate *rs;
+    int layer;
+    const nx_gdn_rows *rows;
+    int Hk, Hv, d;          /* key heads, value heads, head size */
+    const float *qkv;       /* [T][C] post-conv: q at 0, k at key_dim, v at 2*key_dim; q/k L2-normed, q scaled */
+    int C;                  /* conv_dim, the row stride of qkv */
+    const float *beta;      /* [T][Hv] beta after sigmoid */
+    const float *g;         /* [T][Hv] log decay */
+    const float *z;         /* [T][value_dim] output gate */
+    const float *norm_w;    /* [d] gated RMSNorm weight */
+    float eps;
+    float *out;             /* [T][value_dim] */
+    bool avx512;            /* the AVX-512 chain and SiLU (only on an AVX-512 CPU) */
+} nx_gdn_recur;
+
+/* Delta-rule recurrence + gated RMSNorm of the value heads [h0, h1). */
+void nx_gdn_recurrence(const nx_gdn_recur *a, int h0, int h1);
 
 #endif

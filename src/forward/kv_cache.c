@@ -61,11 +61,10 @@ void nx_kv_store(nx_kv_cache *c, int layer, int seq, int pos, const float *k, co
     store_row(c, c->v + off, v);
 }
 
-bool nx_kv_truncate(nx_kv_cache *c, int seq, int32_t from_pos, nx_err *err) {
-    if (seq < 0 || seq >= c->n_seq) return nx_fail(err, "kv cache: sequence %d out of range (n_seq %d)", seq, c->n_seq);
-    if (from_pos < 0) return nx_fail(err, "kv cache: truncate position %d is negative", from_pos);
+void nx_kv_commit(nx_kv_cache *c, int seq, int32_t n) { c->len[seq] += n; }
+
+void nx_kv_truncate(nx_kv_cache *c, int seq, int32_t from_pos) {
     if (from_pos < c->len[seq]) c->len[seq] = from_pos;
-    return true;
 }
 
 bool nx_kv_copy(nx_kv_cache *c, int src, int dst, nx_err *err) {

@@ -5,6 +5,7 @@
  * the token at position p, so positions of a sequence must be 0, 1, 2, ... without gaps: the
  * forward pass appends at len[seq] and attention reads cells 0..pos.  Cells >= len[seq] are
  * stale and never read.  Memory is allocated once (n_ctx x n_seq), untouched pages cost nothing.
+ * len[] changes only through nx_kv_commit / nx_kv_truncate / nx_kv_copy / nx_kv_import.
  */
 #ifndef NX_KV_CACHE_H
 #define NX_KV_CACHE_H
@@ -33,8 +34,12 @@ static inline size_t nx_kv_offset(const nx_kv_cache *c, int layer, int seq, int 
 /* Stores one token's key and value (kv_dim floats each), converting to the cache type. */
 void nx_kv_store(nx_kv_cache *c, int layer, int seq, int pos, const float *k, const float *v);
 
-/* Forget positions >= from_pos of seq (no-op if already shorter). */
-bool nx_kv_truncate(nx_kv_cache *c, int seq, int32_t from_pos, nx_err *err);
+/* Positions decoded (valid cells) of seq. */
+static inline int32_t nx_kv_len(const nx_kv_cache *c, int seq) { return c->len[seq]; }
+/* The n cells after the current ones of seq were stored (nx_kv_store): they become valid. */
+void nx_kv_commit(nx_kv_cache *c, int seq, int32_t n);
+/* Forget positions >= from_pos of seq (no-op if already shorter).  seq in range, from_pos >= 0. */
+void nx_kv_truncate(nx_kv_cache *c, int seq, int32_t from_pos);
 /* dst becomes a copy of src (all layers, cells 0..len-1). */
 bool nx_kv_copy(nx_kv_cache *c, int src, int dst, nx_err *err);
 /* Cells [0, n) of seq, every layer, as stored (cache type): buffers of nx_kv_cells_bytes(c, n)

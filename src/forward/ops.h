@@ -1,5 +1,6 @@
-/* ops.h - small element-wise kernels shared by the layers (reference §6.1, §10).
- * Norms accumulate the sum of squares in double, like llama.cpp, then scale in float. */
+/* ops.h - small element-wise kernels shared by the layers.
+ * Norms accumulate the sum of squares in double, as ggml's CPU rms_norm / l2_norm do, then
+ * scale in float; softplus is x above 20, else log(1 + e^x). */
 #ifndef NX_OPS_H
 #define NX_OPS_H
 

@@ -132,7 +132,7 @@ bool nx_seq_ckpt_restore(nx_ctx *c, int32_t seq, const nx_seq_ckpt *ck, nx_err *
         if (nx_ctx_n_past(c, seq) < ck->pos)
             return nx_fail(err, "restore: sequence %d holds %d positions, the checkpoint without attention cells needs "
                            "its first %d", seq, nx_ctx_n_past(c, seq), ck->pos);
-        if (!nx_kv_truncate(&c->kv, seq, ck->pos, err)) return false;
+        nx_kv_truncate(&c->kv, seq, ck->pos);
     } else if (!nx_kv_import(&c->kv, seq, ck->pos, ck->k, ck->v, err)) {
         return false;
     }
@@ -146,7 +146,7 @@ bool nx_ctx_seq_rewind(nx_ctx *c, int32_t seq, int32_t to_pos, const nx_seq_ckpt
     if (seq < 0 || seq >= c->params.n_seq)
         return nx_fail(err, "rewind: sequence id %d out of range (context has %d sequences)", seq, c->params.n_seq);
     if (to_pos < 0) return nx_fail(err, "rewind: position %d is negative", to_pos);
-    const int32_t n_past = c->kv.len[seq];
+    const int32_t n_past = nx_kv_len(&c->kv, seq);
     if (to_pos >= n_past) return true;
     if (n_past - to_pos <= nx_ctx_seq_max_rollback(c, seq)) {
         if (!nx_ctx_seq_rollback(c, seq, n_past - to_pos, err)) return false;
@@ -168,7 +168,7 @@ bool nx_ctx_seq_rewind(nx_ctx *c, int32_t seq, int32_t to_pos, const nx_seq_ckpt
                        to_pos - 1);
     /* restore: attention cells >= ck->pos are dropped, the recurrent state goes to slot 0 */
     put_rstate(c, seq, ck);
-    c->kv.len[seq] = ck->pos;
+    nx_kv_truncate(&c->kv, seq, ck->pos);
     /* re-decode in chunks (hidden rows of every token, logits of the last) */
     enum { CHUNK = 256 };
     int32_t pos[CHUNK], sid[CHUNK];
