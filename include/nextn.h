@@ -193,6 +193,22 @@ bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token,
  * (no truncation); cap smaller than the result fails and *n_out says how many are needed. */
 bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, float *probs, int32_t cap,
                         int32_t *n_out, nextn_error *err);
+/* Log-probabilities for reporting (OpenAI "logprobs"): the log-softmax at temperature 1 over the
+ * whole vocabulary of the logits after the sampler's penalties (repeat / frequency / presence
+ * over its history so far; not top-k / top-p / min-p, not the temperature).  Call it before
+ * nextn_sampler_accept(token).  out->top_ids / top_logprobs: the n_top (<= 20) most likely
+ * tokens, most likely first, equal logits by lower id.  A token at -inf gets -inf.  No random
+ * numbers are used and the sampler does not change. */
+#define NEXTN_MAX_TOP_LOGPROBS 20
+typedef struct nextn_logprob {
+    int32_t token;
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[NEXTN_MAX_TOP_LOGPROBS];
+    float top_logprobs[NEXTN_MAX_TOP_LOGPROBS];
+} nextn_logprob;
+bool nextn_sampler_logprobs(nextn_sampler *s, const float *logits, int32_t token, int32_t n_top, nextn_logprob *out,
+                            nextn_error *err);
 /* Records a token in the penalty history (generated tokens; prompt tokens if wanted). */
 bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err);
 /* Clears the history and re-seeds. */
@@ -268,6 +284,13 @@ bool nextn_spec_prefill_seq_part(nextn_spec *s, int32_t seq, const int32_t *ids,
 bool nextn_spec_step_seqs(nextn_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nextn_error *err);
 bool nextn_spec_seq_clear(nextn_spec *s, int32_t seq, nextn_error *err);
 void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *stats);
+/* Log-probabilities of the tokens seq emits (n_top >= 0 turns them on, -1 off; off by
+ * default): each emitted token's entry is computed from the target row that decided it with the
+ * sequence's penalties at that point (nextn_sampler_logprobs), so the numbers equal plain
+ * decoding's whatever was drafted.  nextn_spec_last_logprobs: the entries of seq's last prefill
+ * or step, one per emitted token in order (pointer valid until the next call on s). */
+bool nextn_spec_set_logprobs(nextn_spec *s, int32_t seq, int32_t n_top, nextn_error *err);
+int32_t nextn_spec_last_logprobs(const nextn_spec *s, int32_t seq, const nextn_logprob **out);
 /* Memory of the target context (KV, recurrent state with its snapshot slots, scratch). */
 void nextn_spec_memory(const nextn_spec *s, nextn_memory *mem);
 

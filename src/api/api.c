@@ -436,6 +436,16 @@ bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, flo
     return true;
 }
 
+bool nextn_sampler_logprobs(nextn_sampler *s, const float *logits, int32_t token, int32_t n_top, nextn_logprob *out,
+                            nextn_error *err) {
+    nx_err ie;
+    if (!logits || !out) return fail(err, "logprobs: logits or out is NULL");
+    out->token = token;
+    return nx_sampler_logprobs(s->s, logits, token, n_top, &out->logprob, out->top_ids, out->top_logprobs, &out->n_top,
+                               &ie) ||
+           pass(err, &ie);
+}
+
 bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err) {
     nx_err ie;
     return nx_sampler_accept(s->s, token, &ie) || pass(err, &ie);

@@ -248,3 +248,19 @@ nx_spec *nx_api_spec_driver(const nextn_spec *s) { return s->drv; }
 nx_ctx *nx_api_spec_ctx(const nextn_spec *s) { return s->ctx; }
 const nextn_model *nx_api_spec_model(const nextn_spec *s) { return s->model; }
 uint64_t nx_api_spec_mtp_fingerprint(const nextn_spec *s) { return s->mtp ? s->mtp_fingerprint : 0; }
+
+_Static_assert(sizeof(nextn_logprob) == sizeof(nx_spec_logprob) && NEXTN_MAX_TOP_LOGPROBS == NX_SAMPLER_MAX_TOP_LOGPROBS,
+               "nextn_logprob mirrors nx_spec_logprob");
+
+bool nextn_spec_set_logprobs(nextn_spec *s, int32_t seq, int32_t n_top, nextn_error *err) {
+    nx_err ie;
+    if (!nx_spec_set_logprobs(s->drv, seq, n_top, &ie)) return pass(err, &ie);
+    return true;
+}
+
+int32_t nextn_spec_last_logprobs(const nextn_spec *s, int32_t seq, const nextn_logprob **out) {
+    const nx_spec_logprob *lp;
+    const int32_t n = nx_spec_last_logprobs(s->drv, seq, &lp);
+    *out = (const nextn_logprob *)lp;
+    return n;
+}

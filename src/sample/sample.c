@@ -590,3 +590,33 @@ bool nx_sampler_spec_accept(nx_sampler *s, const nx_dist *p, const nx_dist *q, i
     *accepted = false;
     return true;
 }
+
+/* ---- log-probabilities (reporting) ------------------------------------------------------------ */
+
+bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int32_t n_top, float *lp,
+                         int32_t *top_ids, float *top_lp, int32_t *n_top_out, nx_err *err) {
+    const int32_t V = s->n_vocab;
+    if (token < 0 || token >= V) return nx_fail(err, "logprobs: token %d out of range (vocabulary %d)", token, V);
+    if (n_top < 0 || n_top > NX_SAMPLER_MAX_TOP_LOGPROBS)
+        return nx_fail(err, "logprobs: %d top entries asked (0..%d)", n_top, NX_SAMPLER_MAX_TOP_LOGPROBS);
+    if (!check_row(logits, V, err)) return false;
+    const float *row = logits;
+    if (penalties_active(&s->params) && s->n_hist > 0) {
+        memcpy(s->work, logits, (size_t)V * sizeof *s->work);
+        if (!apply_penalties(s, err)) return false;
+        row = s->work;
+    }
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)row[i] - mx);
+    const double log_z = (double)mx + log(sum);
+    *lp = (float)((double)row[token] - log_z);
+    const int32_t n = n_top > 0 ? select_top_row(row, V, n_top, s->cand) : 0;
+    for (int32_t i = 0; i < n; i++) {
+        top_ids[i] = s->cand[i].id;
+        top_lp[i] = (float)((double)s->cand[i].logit - log_z);
+    }
+    *n_top_out = n;
+    return true;
+}

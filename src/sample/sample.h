@@ -102,6 +102,17 @@ bool nx_sampler_sample(nx_sampler *s, const float *logits, int32_t *token, nx_er
 /* Plain argmax with ties to the lowest id; -1 if every logit is -inf or the row has a NaN. */
 int32_t nx_argmax(const float *logits, int32_t n);
 
+/* Log-probabilities for reporting (OpenAI logprobs): log-softmax at temperature 1 over the whole
+ * vocabulary of the logits after this sampler's penalties (repeat / frequency / presence over
+ * its current history; no top-k / top-p / min-p, no temperature).  Call before accepting
+ * `token`: *lp = its log-probability; top_ids / top_lp (n_top <= NX_SAMPLER_MAX_TOP_LOGPROBS
+ * entries) the most likely tokens, by decreasing probability, equal logits by lower id; *n_top_out
+ * of them (fewer only when fewer tokens are finite).  A token at -inf has *lp = -inf.  Uses no
+ * random numbers and does not change the sampler's state. */
+#define NX_SAMPLER_MAX_TOP_LOGPROBS 20
+bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int32_t n_top, float *lp,
+                         int32_t *top_ids, float *top_lp, int32_t *n_top_out, nx_err *err);
+
 /* A uniform double in [0, 1) from the sampler's RNG. */
 double nx_sampler_uniform(nx_sampler *s);
 

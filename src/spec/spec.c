@@ -43,6 +43,9 @@ typedef struct seq_state {
                                * state or kept after generating); the next prefill continues them */
     uint64_t mtp_epoch;       /* changes whenever the driver clears the sequence's MTP cache: an
                                * in-place state restores the MTP cells only within one epoch */
+    int32_t lp_top;           /* log-probabilities of emitted tokens: top entries (-1 = off) */
+    int32_t lp_n;             /* ... recorded by the last prefill / step */
+    nx_spec_logprob *lp;      /* [draft_max + 1] */
 } seq_state;
 
 struct nx_spec {
@@ -96,6 +99,7 @@ static void free_seq(seq_state *q, int32_t draft_max) {
         for (int i = 0; i < draft_max; i++) nx_dist_free(&q->q[i]);
     free(q->q);
     free(q->oracle);
+    free(q->lp);
 }
 
 void nx_spec_free(nx_spec *s) {
@@ -232,6 +236,37 @@ bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t 
     return true;
 }
 
+/* ---- log-probabilities of emitted tokens (nx_spec_set_logprobs) ------------------------------ */
+
+/* Records the log-probabilities of tok, about to be accepted, from its target logits row: the
+ * sampler's history is then exactly the tokens before it, as in plain decoding. */
+static bool record_lp(seq_state *q, const float *logits, int32_t tok, nx_err *err) {
+    if (q->lp_top < 0 || !q->lp) return true;
+    nx_spec_logprob *e = &q->lp[q->lp_n++];
+    e->token = tok;
+    return nx_sampler_logprobs(q->smp, logits, tok, q->lp_top, &e->lp, e->top_ids, e->top_lp, &e->n_top, err);
+}
+
+bool nx_spec_set_logprobs(nx_spec *s, int32_t seq, int32_t n_top, nx_err *err) {
+    if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "logprobs: sequence %d out of range (0..%d)", seq, s->n_seq - 1);
+    if (n_top > NX_SAMPLER_MAX_TOP_LOGPROBS)
+        return nx_fail(err, "logprobs: %d top entries (at most %d)", n_top, NX_SAMPLER_MAX_TOP_LOGPROBS);
+    seq_state *q = &s->seq[seq];
+    if (n_top >= 0 && !q->lp) {
+        q->lp = nx_calloc((size_t)s->p.draft_max + 1, sizeof *q->lp, "logprobs", err);
+        if (!q->lp) return false;
+    }
+    q->lp_top = n_top < 0 ? -1 : n_top;
+    q->lp_n = 0;
+    return true;
+}
+
+int32_t nx_spec_last_logprobs(const nx_spec *s, int32_t seq, const nx_spec_logprob **lp) {
+    const bool ok = seq >= 0 && seq < s->n_seq && s->seq[seq].lp && s->seq[seq].lp_top >= 0;
+    *lp = ok ? s->seq[seq].lp : NULL;
+    return ok ? s->seq[seq].lp_n : 0;
+}
+
 /* ---- prefill -------------------------------------------------------------------------------- */
 
 /* MTP pass over the target batch just decoded: same tokens/positions, hidden shifted by one
@@ -316,7 +351,9 @@ static bool prefill_seqs(nx_spec *s, int32_t n, const int32_t *seqs, const int32
             if (!s->b_lg[t]) continue;
             seq_state *q = &s->seq[s->b_seq[t]];
             int32_t *f = &first[q->row];
-            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, t), f, err) || !nx_sampler_accept(q->smp, *f, err))
+            q->lp_n = 0;
+            if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, t), f, err) ||
+                !record_lp(q, nx_ctx_logits(s->tgt, t), *f, err) || !nx_sampler_accept(q->smp, *f, err))
                 return false;
             q->id_last = *f;
             q->active = true;
@@ -453,8 +490,9 @@ bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, in
         nx_batch b = {rows, s->b_tok, s->b_pos, s->b_seq, s->b_lg};
         if (!nx_forward(s->tgt, &b, err)) return nx_fail_prefix(err, "prefill");
         if (s->b_lg[rows - 1]) {
+            q->lp_n = 0;
             if (!nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, rows - 1), first, err) ||
-                !nx_sampler_accept(q->smp, *first, err))
+                !record_lp(q, nx_ctx_logits(s->tgt, rows - 1), *first, err) || !nx_sampler_accept(q->smp, *first, err))
                 return false;
             q->id_last = *first;
         }
@@ -767,6 +805,7 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
     const size_t E = (size_t)s->E;
     int32_t k = 0, tok = -1;
     bool rejected = false;
+    q->lp_n = 0;
     for (; k < q->n_draft; k++) {
         const float *lg = nx_ctx_logits(s->tgt, q->row + k);
         bool acc;
@@ -782,11 +821,11 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
             rejected = true;
             break;
         }
-        if (!nx_sampler_accept(q->smp, q->draft[k], err)) return false;
+        if (!record_lp(q, lg, q->draft[k], err) || !nx_sampler_accept(q->smp, q->draft[k], err)) return false;
         out[k] = q->draft[k];
     }
     if (!rejected && !nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, q->row + q->n_draft), &tok, err)) return false;
-    if (!nx_sampler_accept(q->smp, tok, err)) return false;
+    if (!record_lp(q, nx_ctx_logits(s->tgt, q->row + k), tok, err) || !nx_sampler_accept(q->smp, tok, err)) return false;
     out[k] = tok;
     *n_out = k + 1;
     /* acceptance statistics: k successes out of k (+1 if a draft was rejected) trials */

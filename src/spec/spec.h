@@ -178,6 +178,23 @@ size_t nx_spec_seq_state_bytes(const nx_spec_seq_state *st);
 size_t nx_spec_seq_state_bytes_for(const nx_spec *s, int32_t pos, bool with_kv);
 void nx_spec_seq_state_free(nx_spec_seq_state *st);
 
+/* ---- log-probabilities of emitted tokens --------------------------------------------------------
+ * With nx_spec_set_logprobs(s, seq, n_top >= 0), every token seq emits (the prefill's first and
+ * each step's) gets its log-probability and the n_top most likely tokens from the TARGET row
+ * that decided it, under the sequence's sampler penalties at that point (nx_sampler_logprobs):
+ * the same numbers plain decoding gives for the same token, whatever was drafted.  n_top -1 =
+ * off (default; a cleared sequence keeps its setting).  nx_spec_last_logprobs returns the
+ * entries of the last prefill / step of seq, in emission order (n_out of them). */
+typedef struct nx_spec_logprob {
+    int32_t token;
+    float lp;
+    int32_t n_top;
+    int32_t top_ids[NX_SAMPLER_MAX_TOP_LOGPROBS];
+    float top_lp[NX_SAMPLER_MAX_TOP_LOGPROBS];
+} nx_spec_logprob;
+bool nx_spec_set_logprobs(nx_spec *s, int32_t seq, int32_t n_top, nx_err *err);
+int32_t nx_spec_last_logprobs(const nx_spec *s, int32_t seq, const nx_spec_logprob **lp);
+
 /* The draft tokens seq verified in the last step (after --draft-min); *drafts points into the
  * driver, valid until the next step.  For tests and reports. */
 int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts);
