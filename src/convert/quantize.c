@@ -85,11 +85,14 @@ static int64_t block_of(uint32_t type) {
     return t ? t->block_size : 1;
 }
 
-/* Rows not a multiple of the block size: llama.cpp's tensor_type_fallback. */
+/* Rows not a multiple of the block size: llama.cpp's tensor_type_fallback (Q4_K -> Q5_0,
+ * Q5_K -> Q5_1, Q6_K -> Q8_0, F16 when even that does not fit).  llama-quantize defines no
+ * fallback for the 32-element formats (q8_0, q4_0, q5_0, ...) and fails: NX_QTYPE_NONE. */
 static uint32_t fallback(uint32_t type, uint64_t ne0) {
     if (ne0 % (uint64_t)block_of(type) == 0) return type;
     uint32_t f = type == NX_TYPE_Q4_K ? NX_TYPE_Q5_0 : type == NX_TYPE_Q6_K ? NX_TYPE_Q8_0 :
-                 type == NX_TYPE_Q5_K ? NX_TYPE_Q5_1 : NX_TYPE_F16;
+                 type == NX_TYPE_Q5_K ? NX_TYPE_Q5_1 : NX_QTYPE_NONE;
+    if (f == NX_QTYPE_NONE) return f;
     return ne0 % (uint64_t)block_of(f) == 0 ? f : NX_TYPE_F16;
 }
 
@@ -277,6 +280,13 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
     qs.n_expert = (int)n_expert;
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ts[i].type = nx_qstate_choose(&qs, ts[i].name, ts[i].n_dims, ts[i].src->ne[0], ts[i].src->type);
+        if (ts[i].type == NX_QTYPE_NONE) {
+            ok = nx_fail(err, "tensor '%s': rows of %llu elements are not a multiple of the %s block of %lld, and "
+                         "llama-quantize has no fallback type for %s (it refuses this file too)", ts[i].name,
+                         (unsigned long long)ts[i].src->ne[0], nx_type_name(mix->base_type),
+                         (long long)block_of(mix->base_type), nx_type_name(mix->base_type));
+            break;
+        }
         const nx_type_traits *to = nx_type_get(ts[i].type);
         if (ts[i].type != ts[i].src->type && (!to || !to->from_float))
             ok = nx_fail(err, "tensor '%s': no quantiser for type %s", ts[i].name, nx_type_name(ts[i].type));
@@ -306,7 +316,7 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
     ok = ok && nx_gguf_add_u32(w, "general.quantization_version", 2, err);
     ok = ok && nx_gguf_add_u32(w, "general.file_type", mix->ftype, err);
     for (uint64_t i = 0; ok && i < g->n_tensors; i++)
-        ok = nx_gguf_add_tensor_fn(w, ts[i].name, ts[i].type, ts[i].src->n_dims, ts[i].src->ne, fill, &ts[i], err);
+        ok = nx_gguf_add_tensor_fn(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].src->ne, fill, &ts[i], err);
     ok = ok && nx_gguf_writer_write(w, out_path, err);
     nx_gguf_writer_free(w);
     free(job.scratch);

@@ -13,7 +13,9 @@
  *      ffn_down of a model with several experts, i is the block number, so ffn_down_exps and
  *      ffn_down_shexp of one layer share it); with exactly 8 experts (expert_count), attn_v,
  *      attn_qkv and attn_k -> Q8_0 in every mix, and attn_output -> Q5_K for q4_k_m;
- *   3. rows not a multiple of the type's block: Q4_K -> Q5_0, Q6_K -> Q8_0, then F16.
+ *   3. rows not a multiple of the type's block: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16;
+ *      for the other types llama-quantize has no fallback and fails, and so does nx_quantize_file
+ *      (nx_qstate_choose returns NX_QTYPE_NONE).
  * Values are dequantised to F32 and quantised with the reference quantisers of quant.c (the
  * same bytes as ggml's *_ref functions, which llama-quantize uses without an imatrix).  Tensors
  * whose type does not change are copied byte for byte.  Metadata is copied in order, then
@@ -52,7 +54,8 @@ typedef struct nx_qstate {
 } nx_qstate;
 
 void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count);
-/* n_dims/ne0/cur_type describe the input tensor; returns the output type. */
+#define NX_QTYPE_NONE UINT32_MAX   /* no type fits the tensor's rows (see 3. above) */
+/* n_dims/ne0/cur_type describe the input tensor; returns the output type or NX_QTYPE_NONE. */
 uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint64_t ne0, uint32_t cur_type);
 
 #endif
