@@ -1,13 +1,14 @@
 /* bench_tokenize - tokenization throughput.
  *
- *   bench_tokenize VOCAB CORPUS [RUNS]
+ *   bench_tokenize VOCAB CORPUS [RUNS] [--no-normalize]
  *
  * VOCAB is a GGUF with tokenizer.ggml.* keys or a Hugging Face tokenizer.json; CORPUS a UTF-8
  * text file (the peer test leaves its corpus, all documents concatenated, in
  * build/tokenizer-peer/corpus.txt).  Each run encodes the whole corpus with special-token
  * parsing on.  The first run starts with an empty word cache ("cold"); the median of the other
  * runs is "warm".  Prints MB/s (1 MB = 10^6 bytes) by wall time and by this thread's CPU time
- * (the CPU figure is the meaningful one on a shared, oversubscribed machine). */
+ * (the CPU figure is the meaningful one on a shared, oversubscribed machine).  --no-normalize
+ * turns the NFC step off (what it costs: the difference). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ static bool ends_with(const char *s, const char *suffix) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_tokenize VOCAB(.gguf|tokenizer.json) CORPUS [RUNS]\n");
+        fprintf(stderr, "usage: bench_tokenize VOCAB(.gguf|tokenizer.json) CORPUS [RUNS] [--no-normalize]\n");
         return 2;
     }
     int runs = argc > 3 ? atoi(argv[3]) : 7;
@@ -57,6 +58,8 @@ int main(int argc, char **argv) {
         nx_gguf_close(g);
         if (!ok) goto fail;
     }
+    if (argc > 4 && !strcmp(argv[4], "--no-normalize")) nx_tokenizer_set_nfc(tok, false);
+    printf("NFC step %s\n", nx_tokenizer_nfc(tok) ? "on" : "off");
     FILE *f = fopen(argv[2], "rb");
     if (!f) {
         fprintf(stderr, "bench_tokenize: cannot open %s\n", argv[2]);

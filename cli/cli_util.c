@@ -9,16 +9,20 @@
 #include <time.h>
 
 bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_model **out) {
+    nextn_model_params mp = nextn_model_default_params();
+    mp.load_mtp = load_mtp;
+    return nx_cli_load_model_params(cmd, path, &mp, out);
+}
+
+bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_model_params *mp, nextn_model **out) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "nextn %s: cannot open model '%s': %s\n", cmd, path, strerror(errno));
         return false;
     }
     fclose(f);
-    nextn_model_params mp = nextn_model_default_params();
-    mp.load_mtp = load_mtp;
     nextn_error err;
-    if (!nextn_model_load(out, path, &mp, &err)) {
+    if (!nextn_model_load(out, path, mp, &err)) {
         fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
         return false;
     }

@@ -14,6 +14,8 @@
 /* Loads a model, printing "nextn CMD: <error>" on failure.  Checks the file exists first so
  * the message for a typo is plain ("cannot open 'x.gguf': No such file or directory"). */
 bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_model **out);
+/* The same with all model parameters. */
+bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_model_params *mp, nextn_model **out);
 
 /* Creates a context; prints the error on failure. */
 bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_context_params *p,

@@ -32,7 +32,7 @@ int cmd_run(int argc, char **argv) {
     static const char *const spec_types[] = {"none", "mtp", NULL};
     int spec_choice = 0;
     nextn_spec_params spec = nextn_spec_default_params();
-    bool no_mtp = false, no_adaptive = false;
+    bool no_mtp = false, no_adaptive = false, no_normalize = false;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--prompt", "-p", NX_ARG_STRING, &prompt, "TEXT", "prompt text", 0, 0, NULL, false},
@@ -55,6 +55,7 @@ int cmd_run(int argc, char **argv) {
         {"--ignore-eos", NULL, NX_ARG_FLAG, &ignore_eos, NULL, "do not stop at end-of-generation tokens", 0, 0, NULL, false},
         {"--no-display-prompt", NULL, NX_ARG_FLAG, &no_display_prompt, NULL, "do not echo the prompt", 0, 0, NULL, false},
         {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},
+        {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the prompt's bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)", 0, 0, NULL, false},
         {"--spec", NULL, NX_ARG_CHOICE, &spec_choice, "none|mtp", "speculative decoding with the MTP head (default none)", 0, 0, spec_types, false},
         {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
         {"--draft-min", NULL, NX_ARG_INT, &spec.draft_min, "N", "--spec: drop drafts shorter than N (default 0)", 0, 16, NULL, false},
@@ -99,7 +100,10 @@ int cmd_run(int argc, char **argv) {
     nextn_stream *stream = NULL;
     nextn_error err;
     int status = 1;
-    if (!nx_cli_load_model(CMD, model_path, spec_choice == 1 && !no_mtp, &model)) goto done;
+    nextn_model_params mp = nextn_model_default_params();
+    mp.load_mtp = spec_choice == 1 && !no_mtp;
+    mp.no_normalize = no_normalize;
+    if (!nx_cli_load_model_params(CMD, model_path, &mp, &model)) goto done;
     nextn_model_info info;
     nextn_model_get_info(model, &info);
     nextn_tokenizer *tok = nextn_model_tokenizer(model);

@@ -1,6 +1,6 @@
 /* cmd_tokenize.c - `nextn tokenize`: text -> tokens (or ids -> text) with a model's vocabulary.
  *
- *   nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]
+ *   nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--no-normalize] [--roundtrip] [-f PATH | TEXT...]
  *   nextn tokenize -m FILE --decode [--special] ID...
  *   nextn tokenize -m FILE --chat [--chat-format chatml] [--system TEXT] [--no-think] TEXT...
  *
@@ -8,7 +8,7 @@
  * token is printed on its own line as `ID<TAB>'PIECE'` (piece bytes escaped); with --ids the ids
  * are printed space-separated on one line.  --special parses control tokens written in the text
  * (<|im_start|> ...) and shows them when decoding.  --roundtrip checks decode(encode(x)) == x
- * and exits 1 if not.  --chat formats TEXT as one user turn (plus an optional system prompt)
+ * and exits 1 if not (text that is not NFC comes back in NFC unless --no-normalize).  --chat formats TEXT as one user turn (plus an optional system prompt)
  * with the model's chat format and the generation prompt, then tokenizes it with specials. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,7 @@ static void usage(FILE *f) {
                "  --ids         print only the ids, space-separated\n"
                "  --special     match control tokens such as <|im_start|> in the text; print them when decoding\n"
                "  --no-bos      never add BOS (by default it is added only if the vocabulary asks for it)\n"
+               "  --no-normalize  tokenize the bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)\n"
                "  --roundtrip   check that decoding the tokens gives the text back (exit 1 if not)\n"
                "  --decode      the arguments are token ids; print the text\n"
                "  --chat        format the text as a user turn + generation prompt with the model's chat\n"
@@ -88,7 +89,8 @@ static void print_piece(const char *p, size_t n) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *chat_format = NULL, *system = NULL;
-    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false, chat = false, think = true;
+    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false, chat = false, think = true,
+         no_normalize = false;
     int first_arg = argc;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "-f") || !strcmp(argv[i], "--chat-format") || !strcmp(argv[i], "--system")) {
@@ -106,6 +108,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ids")) ids_only = true;
         else if (!strcmp(argv[i], "--special")) special = true;
         else if (!strcmp(argv[i], "--no-bos")) no_bos = true;
+        else if (!strcmp(argv[i], "--no-normalize")) no_normalize = true;
         else if (!strcmp(argv[i], "--roundtrip")) roundtrip = true;
         else if (!strcmp(argv[i], "--decode")) decode = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -148,6 +151,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     nx_chat_format fmt = NX_CHAT_NONE;
     if (!load_tokenizer(model, &tok, chat_format, chat ? &fmt : NULL, &err)) goto fail;
+    if (no_normalize) nx_tokenizer_set_nfc(tok, false);
 
     if (decode) {
         for (int i = first_arg; i < argc; i++) {

@@ -50,6 +50,9 @@ const char *nextn_version(void);
 
 typedef struct nextn_model_params {
     bool load_mtp;             /* bind the MTP block when the file has one (default false) */
+    bool no_normalize;         /* tokenizer: skip the vocabulary's Unicode normalisation (NFC; see
+                                * nextn_tokenizer_normalizes) and tokenize the bytes as given, as
+                                * llama.cpp does (default false) */
 } nextn_model_params;
 
 typedef struct nextn_model_info {
@@ -136,6 +139,10 @@ int32_t nextn_token_bos(const nextn_tokenizer *tok);     /* -1 if none */
 int32_t nextn_token_eos(const nextn_tokenizer *tok);     /* -1 if none */
 bool nextn_token_is_eog(const nextn_tokenizer *tok, int32_t id);
 bool nextn_tokenizer_add_bos(const nextn_tokenizer *tok);
+/* Whether nextn_tokenize puts the text between added tokens into Unicode NFC first, as the
+ * model's original tokenizer does: the GGUF key tokenizer.ggml.normalizer.nfc when present, else
+ * true for the qwen2 / qwen35 pre-tokenizers; false with nextn_model_params.no_normalize. */
+bool nextn_tokenizer_normalizes(const nextn_tokenizer *tok);
 
 /* Tokenizes text into ids[0..cap).  *n_out receives the number of tokens; ids == NULL only
  * counts them; when cap is too small the call fails and *n_out says how many are needed.  add_bos: prepend BOS when the

@@ -29,6 +29,12 @@ check "tokenizer.json works as -m too" '[ "$("$NEXTN" tokenize -m "$pkg/tokenize
 check "--decode" '[ "$("$NEXTN" tokenize -m "$v" --decode 9707 1879 151645)" = "Hello world" ] && [ "$("$NEXTN" tokenize -m "$v" --decode --special 9707 151645)" = "Hello<|im_end|>" ]'
 printf 'caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87  <|im_end|>\n\tx\xf0\x9f\x98\x80\n' >"$tmp/text"
 check "--roundtrip on a file" '"$NEXTN" tokenize -m "$v" --special --roundtrip --ids -f "$tmp/text" >/dev/null'
+# NFC (tokenizer.json's normalizer): decomposed text tokenizes as its composed form
+check "NFC (the default) writes no key: byte-identical to llama.cpp" '! grep -q "tokenizer.ggml.normalizer" "$tmp/info"'
+check "NFD text tokenizes as NFC" \
+  '[ "$("$NEXTN" tokenize -m "$v" --ids "$(printf "cafe\xcc\x81 A\xcc\x88\xcc\xa3")")" = "$("$NEXTN" tokenize -m "$v" --ids "$(printf "caf\xc3\xa9 \xe1\xba\xa0\xcc\x88")")" ]'
+check "--no-normalize tokenizes the bytes as given" \
+  '[ "$("$NEXTN" tokenize -m "$v" --no-normalize --ids "$(printf "cafe\xcc\x81")")" != "$("$NEXTN" tokenize -m "$v" --ids "$(printf "cafe\xcc\x81")")" ] && [ "$("$NEXTN" tokenize -m "$v" --no-normalize --decode $("$NEXTN" tokenize -m "$v" --no-normalize --ids "$(printf "cafe\xcc\x81")"))" = "$(printf "cafe\xcc\x81")" ]'
 check "stdin" '[ "$(printf "Hello world" | "$NEXTN" tokenize -m "$v" --ids -f -)" = "9707 1879" ]'
 
 # --chat: the model's template is ChatML -> user turn + generation prompt, tokenized with specials
@@ -62,6 +68,15 @@ printf '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokeniz
 err "tokenizer.json without merges" 1 "model.merges is missing or empty" "$NEXTN" vocab-from-hf "$tmp/nomerges.json" -o "$tmp/x.gguf"
 sed 's/\\\\p{N}|/\\\\p{N}+|/' "$tmp/nomerges.json" >"$tmp/otherre.json"
 err "unknown pre-tokenizer regex" 1 "is not one we implement" "$NEXTN" vocab-from-hf "$tmp/otherre.json" -o "$tmp/x.gguf"
+# normalizer: null -> key false, [NFC] -> no key (the default), anything else refused
+printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, "normalizer": %s, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "%s"}}, {"type": "ByteLevel"}]}}' null "$re" >"$tmp/nonorm.json"
+printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, "normalizer": %s, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "%s"}}, {"type": "ByteLevel"}]}}' '{"type": "Sequence", "normalizers": [{"type": "NFC"}]}' "$re" >"$tmp/seqnfc.json"
+printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, "normalizer": %s, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "%s"}}, {"type": "ByteLevel"}]}}' '{"type": "NFKC"}' "$re" >"$tmp/nfkc.json"
+check "normalizer null -> tokenizer.ggml.normalizer.nfc false" \
+  '"$NEXTN" vocab-from-hf "$tmp/nonorm.json" -o "$tmp/nn.gguf" >/dev/null && "$NEXTN" info --no-tensors "$tmp/nn.gguf" | grep -q "tokenizer.ggml.normalizer.nfc  *bool *false"'
+check "normalizer Sequence[NFC] -> no key (the default)" \
+  '"$NEXTN" vocab-from-hf "$tmp/seqnfc.json" -o "$tmp/sn.gguf" >/dev/null && ! "$NEXTN" info --no-tensors "$tmp/sn.gguf" | grep -q "tokenizer.ggml.normalizer"'
+err "unsupported normalizer" 1 "normalizer of type 'NFKC' is not supported (only none or NFC)" "$NEXTN" vocab-from-hf "$tmp/nfkc.json" -o "$tmp/x.gguf"
 printf '{"model": ' >"$tmp/broken.json"
 err "broken JSON" 1 "broken.json: invalid JSON" "$NEXTN" vocab-from-hf "$tmp/broken.json" -o "$tmp/x.gguf"
 err "vocab-from-hf without -o" 2 "usage" "$NEXTN" vocab-from-hf "$pkg/tokenizer.json"

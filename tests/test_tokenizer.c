@@ -294,6 +294,54 @@ static void test_stream(void **state) {
     nx_tokenizer_free(tok);
 }
 
+/* NFC before pre-tokenizing (ids of bytes b are b in the tiny vocabulary; expected code points
+ * from the Unicode Character Database: canonical composition, reordering, singletons, Hangul). */
+static void test_nfc(void **state) {
+    (void)state;
+    nx_tokenizer *tok = tiny_tokenizer("qwen35");
+    assert_true(nx_tokenizer_nfc(tok)); /* qwen35 without a normalizer setting: NFC */
+    /* e + U+0301 COMBINING ACUTE -> U+00E9 (C3 A9) */
+    EXPECT(tok, "e\xCC\x81", false, 0xC3, 0xA9);
+    /* A + U+0308 DIAERESIS + U+0323 DOT BELOW: reordered (ccc 220 before 230), A + U+0323 ->
+     * U+1EA0 (E1 BA A0), U+0308 stays (no precomposed A-dot-below-diaeresis) */
+    EXPECT(tok, "A\xCC\x88\xCC\xA3", false, 0xE1, 0xBA, 0xA0, 0xCC, 0x88);
+    /* U+212B ANGSTROM SIGN -> U+00C5 (singleton decomposition) */
+    EXPECT(tok, "\xE2\x84\xAB", false, 0xC3, 0x85);
+    /* conjoining jamo U+1112 U+1161 U+11AB -> U+D55C (ED 95 9C) */
+    EXPECT(tok, "\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB", false, 0xED, 0x95, 0x9C);
+    /* U+0958 DEVANAGARI QA is a composition exclusion: -> U+0915 U+093C, not recomposed */
+    EXPECT(tok, "\xE0\xA5\x98", false, 0xE0, 0xA4, 0x95, 0xE0, 0xA4, 0xBC);
+    /* text that is already NFC is untouched, including precomposed letters */
+    EXPECT(tok, "\xC3\xA9hello", false, 0xC3, 0xA9, T_HELLO);
+    /* fragments between added tokens are normalised separately (HF's order): no composition
+     * across <|im_end|>, but inside each side */
+    EXPECT(tok, "e<|im_end|>\xCC\x81" "e\xCC\x81", true, 'e', T_IM_END, 0xCC, 0x81, 0xC3, 0xA9);
+    /* a long fragment that outgrows the scratch buffer */
+    char big[3 * 5000 + 1];
+    for (int i = 0; i < 5000; i++) memcpy(big + 3 * i, "e\xCC\x81", 3);
+    big[sizeof big - 1] = 0;
+    nx_tokens out = {0};
+    nx_err err;
+    assert_true(nx_tokenize(tok, big, strlen(big), false, false, &out, &err));
+    assert_int_equal(out.n, 10000);
+    for (size_t i = 0; i < out.n; i++) assert_int_equal(out.ids[i], i % 2 ? 0xA9 : 0xC3);
+    nx_tokens_free(&out);
+    /* off: the bytes as given (llama.cpp's behaviour) */
+    nx_tokenizer_set_nfc(tok, false);
+    assert_false(nx_tokenizer_nfc(tok));
+    EXPECT(tok, "e\xCC\x81", false, 'e', 0xCC, 0x81);
+    EXPECT(tok, "\xE2\x84\xAB", false, 0xE2, 0x84, 0xAB);
+    nx_tokenizer_free(tok);
+    /* a vocabulary that declares no normaliser */
+    tiny t;
+    tiny_init(&t, "qwen2");
+    t.desc.normalizer = NX_NORM_NONE;
+    assert_true(nx_tokenizer_create(&tok, &t.desc, &err));
+    assert_false(nx_tokenizer_nfc(tok));
+    EXPECT(tok, "e\xCC\x81", false, 'e', 0xCC, 0x81);
+    nx_tokenizer_free(tok);
+}
+
 static void test_invalid_utf8(void **state) {
     (void)state;
     nx_tokenizer *tok = tiny_tokenizer("qwen2");
@@ -387,6 +435,9 @@ static const char *write_tiny_gguf(const char *what, const char *model) {
                                 strcmp(what, "short-types") ? N_TINY : N_TINY - 1, &err));
     if (strcmp(what, "no-merges")) assert_true(nx_gguf_add_arr_str(w, "tokenizer.ggml.merges", MERGES, NX_ARRAY_LEN(MERGES), &err));
     assert_true(nx_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", strcmp(what, "bad-eos") ? T_IM_END : 100000, &err));
+    if (!strcmp(what, "nfc-true") || !strcmp(what, "nfc-false"))
+        assert_true(nx_gguf_add_bool(w, NX_KEY_NORMALIZER_NFC, !strcmp(what, "nfc-true"), &err));
+    if (!strcmp(what, "nfc-str")) assert_true(nx_gguf_add_str(w, NX_KEY_NORMALIZER_NFC, "NFC", &err));
     const char *path = tu_tmp_path(what);
     assert_true(nx_gguf_writer_write(w, path, &err));
     nx_gguf_writer_free(w);
@@ -409,9 +460,23 @@ static void test_from_gguf(void **state) {
     if (!open_tiny(path, &tok, &err)) fail_msg("%s", err.msg);
     EXPECT(tok, "hello world<|im_end|>", true, T_HELLO, T_GWORLD, T_IM_END);
     assert_true(nx_tokenizer_is_eog(tok, T_IM_END));
+    assert_true(nx_tokenizer_nfc(tok)); /* no key: qwen2's default */
+    EXPECT(tok, "e\xCC\x81", false, 0xC3, 0xA9);
     nx_tokenizer_free(tok);
     remove(path);
+    /* tokenizer.ggml.normalizer.nfc decides when present */
+    const char *nfc_cases[] = {"nfc-true", "nfc-false"};
+    for (int i = 0; i < 2; i++) {
+        path = write_tiny_gguf(nfc_cases[i], "gpt2");
+        if (!open_tiny(path, &tok, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(nx_tokenizer_nfc(tok), i == 0);
+        if (i == 0) EXPECT(tok, "e\xCC\x81", false, 0xC3, 0xA9);
+        else EXPECT(tok, "e\xCC\x81", false, 'e', 0xCC, 0x81);
+        nx_tokenizer_free(tok);
+        remove(path);
+    }
     struct { const char *what, *model, *msg; } bad[] = {
+        {"nfc-str", "gpt2", "tokenizer.ggml.normalizer.nfc"},
         {"no-merges", "gpt2", "tokenizer.ggml.merges is missing"},
         {"no-pre", "gpt2", "tokenizer.ggml.pre"},
         {"short-types", "gpt2", "token_type has 272 entries but tokenizer.ggml.tokens has 273"},
@@ -510,7 +575,7 @@ int main(void) {
         cmocka_unit_test(test_stream),        cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_bad_vocab),     cmocka_unit_test(test_pretok_common),
         cmocka_unit_test(test_pretok_combining_marks), cmocka_unit_test(test_pretok_names),
-        cmocka_unit_test(test_from_gguf),
+        cmocka_unit_test(test_from_gguf),     cmocka_unit_test(test_nfc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

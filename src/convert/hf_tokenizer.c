@@ -147,6 +147,32 @@ static bool load_pre(nx_hf_vocab *v, const cJSON *root, const char *path, nx_err
     return nx_fail(err, "%s: pre_tokenizer regex '%.120s' is not one we implement (qwen2, qwen35)", path, regex);
 }
 
+/* tokenizer.json "normalizer": null (or an empty Sequence) -> none; {"type": "NFC"} (alone or as
+ * the only member of a Sequence) -> NFC.  Anything else would change the text in ways the
+ * tokenizer does not implement: an error. */
+static bool load_normalizer(nx_hf_vocab *v, const cJSON *root, const char *path, nx_err *err) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    v->nfc = false;
+    if (!n || cJSON_IsNull(n)) return true;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(n, "type");
+    if (cJSON_IsString(type) && !strcmp(type->valuestring, "Sequence")) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
+        int count = cJSON_GetArraySize(list);
+        if (cJSON_IsArray(list) && count == 0) return true;
+        if (cJSON_IsArray(list) && count == 1) {
+            n = cJSON_GetArrayItem(list, 0);
+            type = cJSON_GetObjectItemCaseSensitive(n, "type");
+        }
+    }
+    if (cJSON_IsString(type) && !strcmp(type->valuestring, "NFC")) {
+        v->nfc = true;
+        return true;
+    }
+    return nx_fail(err, "%s: normalizer %s%s%s is not supported (only none or NFC)", path,
+                   cJSON_IsString(type) ? "of type '" : "", cJSON_IsString(type) ? type->valuestring : "without a type",
+                   cJSON_IsString(type) ? "'" : "");
+}
+
 static bool load_merges(nx_hf_vocab *v, const cJSON *model, const char *path, nx_err *err) {
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     int n = cJSON_GetArraySize(merges);
@@ -335,7 +361,7 @@ bool nx_hf_vocab_load(nx_hf_vocab *v, const char *tok_path, const char *cfg_path
         }
         vocab_size = (int64_t)vs->valuedouble;
     }
-    if (!load_pre(v, root, tok_path, err) || !load_tokens(v, root, model, vocab_size, tok_path, err) ||
+    if (!load_pre(v, root, tok_path, err) || !load_normalizer(v, root, tok_path, err) || !load_tokens(v, root, model, vocab_size, tok_path, err) ||
         !load_merges(v, model, tok_path, err))
         goto done;
 
@@ -384,6 +410,7 @@ void nx_hf_vocab_desc(const nx_hf_vocab *v, nx_vocab_desc *d) {
     d->n_merges = v->n_merges;
     d->merges = v->merges;
     d->pre = v->pre;
+    d->normalizer = v->nfc ? NX_NORM_NFC : NX_NORM_NONE;
     d->bos_id = v->bos_id;
     d->eos_id = v->eos_id;
     d->pad_id = v->pad_id;

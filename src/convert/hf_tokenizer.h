@@ -9,6 +9,9 @@
  *               other added tokens -> USER_DEFINED, everything else NORMAL
  *   merges      model.merges as "left right" strings (both the string and the pair form)
  *   pre         "qwen2" / "qwen35", recognised from the Split regex of the pre_tokenizer
+ *   normalizer  tokenizer.json's "normalizer": null or NFC; null is written as the nextn key
+ *               tokenizer.ggml.normalizer.nfc = false (NFC is the default when the key is
+ *               absent; llama.cpp has no such key and ignores it)
  *   ids         bos/eos/unk/sep/pad/cls/mask from tokenizer_config.json's *_token strings
  *               (looked up among the added tokens), else config.json's *_token_id (top
  *               level, then text_config)
@@ -27,6 +30,7 @@ typedef struct nx_hf_vocab {
     uint32_t n_merges;
     nx_str *merges;            /* each ptr owned (NUL-terminated) */
     char pre[16];
+    bool nfc;                  /* tokenizer.json's normalizer is NFC (else none) */
     int32_t bos_id, eos_id, unk_id, sep_id, pad_id, cls_id, mask_id; /* -1 = absent */
     int add_bos, add_eos;      /* -1 = not given, else 0/1 */
     char *chat_template;       /* NULL if none */

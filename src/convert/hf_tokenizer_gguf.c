@@ -1,5 +1,7 @@
 /* hf_tokenizer_gguf.c - writes an nx_hf_vocab as tokenizer.* keys of a GGUF (llama.cpp's key
- * names and order: model, pre, tokens, token_type, merges, special ids, add_*, chat_template). */
+ * names and order: model, pre, tokens, token_type, merges, special ids, add_*, chat_template), plus
+ * nextn's tokenizer.ggml.normalizer.nfc = false before chat_template when tokenizer.json has no
+ * normalizer. */
 #include <stdlib.h>
 
 #include "convert/hf_tokenizer.h"
@@ -28,6 +30,9 @@ bool nx_hf_vocab_add_to_gguf(const nx_hf_vocab *v, nx_gguf_writer *w, nx_err *er
     }
     if (ok && v->add_bos >= 0) ok = nx_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos == 1, err);
     if (ok && v->add_eos >= 0) ok = nx_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos == 1, err);
+    /* only when it departs from the default of the qwen2 / qwen35 pre-tokenizers (NFC), so the
+     * files of Qwen models stay byte-identical to llama.cpp's converter's */
+    if (ok && !v->nfc) ok = nx_gguf_add_bool(w, NX_KEY_NORMALIZER_NFC, false, err);
     if (ok && v->chat_template) ok = nx_gguf_add_str(w, "tokenizer.chat_template", v->chat_template, err);
     return ok;
 }

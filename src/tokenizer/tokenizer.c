@@ -1,8 +1,10 @@
 /* tokenizer.c - vocabulary tables, special tokens, encode/decode driver (see tokenizer.h). */
 #include "tokenizer/tokenizer.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "tokenizer/tokenizer_bpe.h"
 #include "tokenizer/tokenizer_regex.h"
@@ -36,6 +38,10 @@ struct nx_tokenizer {
     bool add_bos, add_eos;
     int32_t *eog;
     uint32_t n_eog;
+    bool nfc;              /* put fragments into NFC before pre-tokenizing */
+    utf8proc_int32_t *norm; /* NFC scratch: code points, then the UTF-8 result in place */
+    size_t norm_cap;       /* code points */
+    nx_buf nfc_out;        /* the fragment in NFC */
 };
 
 /* ---- GPT-2 byte <-> unicode table --------------------------------------------------------
@@ -98,6 +104,8 @@ void nx_tokenizer_free(nx_tokenizer *t) {
     nx_pretokenizer_free(t->pre);
     nx_bpe_state_free(&t->bpe);
     free(t->eog);
+    free(t->norm);
+    nx_buf_free(&t->nfc_out);
     free(t);
 }
 
@@ -339,6 +347,8 @@ bool nx_tokenizer_create(nx_tokenizer **out, const nx_vocab_desc *d, nx_err *err
     t->pad = d->pad_id;
     t->add_bos = d->add_bos;
     t->add_eos = d->add_eos;
+    /* both supported pre-tokenizers come from tokenizer.json files declaring an NFC normalizer */
+    t->nfc = d->normalizer != NX_NORM_NONE;
     byte_tables bt;
     byte_tables_init(&bt);
     if (!build_texts(t, d, &bt, name, err) || !build_index(t, name, err) || !build_merges(t, d, &bt, name, err) ||
@@ -355,6 +365,8 @@ bool nx_tokenizer_create(nx_tokenizer **out, const nx_vocab_desc *d, nx_err *err
 
 uint32_t nx_tokenizer_n_vocab(const nx_tokenizer *t) { return t->n_vocab; }
 nx_pretok nx_tokenizer_pretok(const nx_tokenizer *t) { return t->pretok; }
+bool nx_tokenizer_nfc(const nx_tokenizer *t) { return t->nfc; }
+void nx_tokenizer_set_nfc(nx_tokenizer *t, bool nfc) { t->nfc = nfc; }
 int32_t nx_tokenizer_bos(const nx_tokenizer *t) { return t->bos; }
 int32_t nx_tokenizer_eos(const nx_tokenizer *t) { return t->eos; }
 int32_t nx_tokenizer_eot(const nx_tokenizer *t) { return t->eot; }
@@ -410,6 +422,74 @@ static bool on_piece(void *user, const char *piece, size_t len, nx_err *err) {
                                &c->out->cap, err);
 }
 
+/* A string whose code points are all below U+0300 is NFC: none of them has a decomposition
+ * that NFC keeps apart or a non-zero combining class, and none composes with what precedes it
+ * (the first code points that do, the combining diacritics, start at U+0300 = CC 80). */
+static bool surely_nfc(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] >= 0xCC) return false;
+    return true;
+}
+
+/* Code points NFC leaves as they are and never merges into what precedes them (combining class
+ * 0, NFC_Quick_Check = Yes, never the second code point of a canonical composition): below
+ * U+0300, hiragana and katakana letters, CJK unified ideographs, Hangul syllables.  Text splits
+ * before each into segments that normalise independently: NFC(xy) = NFC(x) NFC(y) when y
+ * starts with one (Unicode's normalisation "stable code points"). */
+static bool nfc_boundary(uint32_t cp) {
+    return cp < 0x300 || (cp >= 0x3041 && cp <= 0x3096) || (cp >= 0x30A1 && cp <= 0x30FA) ||
+           (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3);
+}
+
+/* Appends NFC(p[0..n)) to t->nfc_out. */
+static bool nfc_append(nx_tokenizer *t, const char *p, size_t n, nx_err *err) {
+    const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    for (;;) {
+        utf8proc_ssize_t m = utf8proc_decompose((const utf8proc_uint8_t *)p, (utf8proc_ssize_t)n, t->norm,
+                                                (utf8proc_ssize_t)t->norm_cap, opt);
+        if (m < 0) return nx_fail(err, "Unicode normalisation (NFC) failed: %s", utf8proc_errmsg(m));
+        if ((size_t)m <= t->norm_cap) {
+            /* composes, then writes UTF-8 over the code points (never longer than 4 bytes each) */
+            m = utf8proc_reencode(t->norm, m, opt);
+            if (m < 0) return nx_fail(err, "Unicode normalisation (NFC) failed: %s", utf8proc_errmsg(m));
+            return nx_buf_append(&t->nfc_out, t->norm, (size_t)m, err);
+        }
+        size_t cap = NX_MAX((size_t)m, 2 * t->norm_cap);
+        utf8proc_int32_t *b = realloc(t->norm, cap * sizeof *b);
+        if (!b) return nx_fail(err, "out of memory normalising %zu bytes of text", n);
+        t->norm = b;
+        t->norm_cap = cap;
+    }
+}
+
+/* Pre-tokenizes (and BPE-encodes) one fragment between added tokens, in NFC when t->nfc: only
+ * the segments (see nfc_boundary) holding another code point go through libutf8proc. */
+static bool encode_fragment(nx_tokenizer *t, const char *p, size_t n, piece_ctx *ctx, nx_err *err) {
+    if (!t->nfc || surely_nfc(p, n)) return nx_pretokenize(t->pre, p, n, on_piece, ctx, err);
+    if (n > (size_t)PTRDIFF_MAX / 8) return nx_fail(err, "text of %zu bytes is too long to normalise", n);
+    t->nfc_out.len = 0;
+    size_t seg = 0, i = 0;
+    bool dirty = false; /* the segment [seg, i) holds a code point that may change */
+    while (i <= n) {
+        int l = 1;
+        bool boundary = i == n;
+        if (!boundary) {
+            const unsigned char *u = (const unsigned char *)p + i;
+            l = *u < 0x80 ? 1 : nx_utf8_char_len(u, n - i); /* valid: checked by nx_tokenize */
+            boundary = *u < 0x80 || nfc_boundary(nx_utf8_decode(u, l));
+        }
+        if (boundary && i > seg) {
+            if (!(dirty ? nfc_append(t, p + seg, i - seg, err) : nx_buf_append(&t->nfc_out, p + seg, i - seg, err)))
+                return false;
+            seg = i;
+            dirty = false;
+        }
+        if (!boundary) dirty = true;
+        i += (size_t)l;
+    }
+    return nx_pretokenize(t->pre, t->nfc_out.data, t->nfc_out.len, on_piece, ctx, err);
+}
+
 bool nx_tokenize(nx_tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
                  nx_tokens *out, nx_err *err) {
     size_t valid = nx_utf8_valid_prefix(text, len);
@@ -426,7 +506,7 @@ bool nx_tokenize(nx_tokenizer *t, const char *text, size_t len, bool add_bos, bo
         for (uint32_t i = t->special_start[c]; i < t->special_start[c + 1]; i++) {
             const nx_special *s = &t->specials[i];
             if ((s->always || parse_special) && s->len <= len - pos && !memcmp(text + pos, s->text, s->len)) {
-                if (pos > frag && !nx_pretokenize(t->pre, text + frag, pos - frag, on_piece, &ctx, err)) return false;
+                if (pos > frag && !encode_fragment(t, text + frag, pos - frag, &ctx, err)) return false;
                 if (!push_id(out, s->id, err)) return false;
                 pos += s->len;
                 frag = pos;
@@ -436,7 +516,7 @@ bool nx_tokenize(nx_tokenizer *t, const char *text, size_t len, bool add_bos, bo
         }
         if (!matched) pos++;
     }
-    if (len > frag && !nx_pretokenize(t->pre, text + frag, len - frag, on_piece, &ctx, err)) return false;
+    if (len > frag && !encode_fragment(t, text + frag, len - frag, &ctx, err)) return false;
     if (add_bos && t->add_eos && t->eos >= 0 && !push_id(out, t->eos, err)) return false;
     return true;
 }

@@ -9,8 +9,12 @@
  *      (`qwen2` / `qwen35`, run with PCRE2 + JIT, see tokenizer_regex.c).
  *   3. byte-level BPE: each piece's UTF-8 bytes are mapped through the GPT-2 byte->unicode table,
  *      then merges are applied greedily, lowest rank first, leftmost on ties.
- * No Unicode normalisation is applied (like llama.cpp; HF tokenizer.json files of Qwen declare
- * an NFC normalizer - text that is not already NFC can tokenize differently from HF).
+ *   Between 1 and 2, when the vocabulary normalises (NFC), each fragment between added tokens is
+ *   put into Unicode NFC (libutf8proc), as HF tokenizers apply tokenizer.json's "normalizer" to
+ *   the text between added tokens.  Whether it normalises: GGUF key
+ *   tokenizer.ggml.normalizer.nfc (bool) when present, else the pre-tokenizer's default (NFC for
+ *   qwen2 / qwen35: every Qwen2..Qwen3.5 tokenizer.json declares {"type": "NFC"}).  llama.cpp
+ *   never normalises; nx_tokenizer_set_nfc(t, false) matches it.
  * Input must be valid UTF-8; anything else is rejected with an error naming the byte offset.
  *
  * Decoding maps each token back to bytes: NORMAL tokens through the inverse byte table,
@@ -36,6 +40,18 @@ enum {
     NX_TOKEN_BYTE = 6,
 };
 
+/* GGUF key (bool) saying whether the vocabulary's text is put into NFC.  nextn's own: llama.cpp
+ * has tokenizer.ggml.normalizer.{lowercase,strip_accents} for WPM vocabularies but no NFC key,
+ * and ignores this one. */
+#define NX_KEY_NORMALIZER_NFC "tokenizer.ggml.normalizer.nfc"
+
+/* Unicode normalisation of the text between added tokens. */
+typedef enum nx_normalizer {
+    NX_NORM_DEFAULT = 0,   /* the pre-tokenizer's default: NFC for qwen2 and qwen35 */
+    NX_NORM_NONE = 1,
+    NX_NORM_NFC = 2,
+} nx_normalizer;
+
 typedef enum nx_pretok {
     NX_PRETOK_QWEN2 = 0,   /* "qwen2" and its aliases */
     NX_PRETOK_QWEN35 = 1,  /* "qwen35": letter runs also take combining marks (\p{M}) */
@@ -51,6 +67,7 @@ typedef struct nx_vocab_desc {
     uint32_t n_merges;
     const nx_str *merges;      /* [n_merges] "left right"; rank = index */
     const char *pre;           /* pre-tokenizer name: "qwen2", "qwen35", ... (NULL = "qwen2") */
+    nx_normalizer normalizer;  /* NX_NORM_DEFAULT unless the vocabulary says */
     int32_t bos_id, eos_id, eot_id, eom_id, pad_id; /* -1 = absent */
     int32_t fim_pad_id, fim_rep_id, fim_sep_id;     /* -1 = absent (then found by text) */
     bool add_bos, add_eos;
@@ -62,13 +79,18 @@ void nx_vocab_desc_init(nx_vocab_desc *d);
 typedef struct nx_tokenizer nx_tokenizer;
 
 bool nx_tokenizer_create(nx_tokenizer **out, const nx_vocab_desc *desc, nx_err *err);
-/* Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_*_token}.  The
+/* Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_*_token,
+ * normalizer.nfc}.  The
  * tokenizer copies what it needs: the gguf may be closed afterwards. */
 bool nx_tokenizer_from_gguf(nx_tokenizer **out, const nx_gguf *g, nx_err *err);
 void nx_tokenizer_free(nx_tokenizer *t);
 
 uint32_t nx_tokenizer_n_vocab(const nx_tokenizer *t);
 nx_pretok nx_tokenizer_pretok(const nx_tokenizer *t);
+/* Whether encoding puts text into NFC first (see above); set_nfc overrides the vocabulary's
+ * choice (false = never normalise, as llama.cpp). */
+bool nx_tokenizer_nfc(const nx_tokenizer *t);
+void nx_tokenizer_set_nfc(nx_tokenizer *t, bool nfc);
 int32_t nx_tokenizer_bos(const nx_tokenizer *t);   /* -1 if none */
 int32_t nx_tokenizer_eos(const nx_tokenizer *t);
 int32_t nx_tokenizer_eot(const nx_tokenizer *t);

@@ -75,6 +75,11 @@ bool nx_tokenizer_from_gguf(nx_tokenizer **out, const nx_gguf *g, nx_err *err) {
          get_id(g, "tokenizer.ggml.fim_sep_token_id", &d.fim_sep_id, err) &&
          nx_gguf_get_bool_or(g, "tokenizer.ggml.add_bos_token", false, &d.add_bos, err) &&
          nx_gguf_get_bool_or(g, "tokenizer.ggml.add_eos_token", false, &d.add_eos, err);
+    if (ok && nx_gguf_find_kv(g, NX_KEY_NORMALIZER_NFC)) {
+        bool nfc;
+        ok = nx_gguf_get_bool_or(g, NX_KEY_NORMALIZER_NFC, false, &nfc, err);
+        d.normalizer = nfc ? NX_NORM_NFC : NX_NORM_NONE;
+    }
     ok = ok && nx_tokenizer_create(out, &d, err);
     free(tok);
     free(mer);

@@ -7,9 +7,14 @@
 // OUTDIR/manifest.json.  Files that are absent are skipped, but every category must contribute
 // and the total must reach 1 MiB, otherwise this script fails.
 //
-// Text is NFC-normalised and U+FEFF / U+0085 are replaced by a space: nextn (like llama.cpp)
-// applies no Unicode normaliser, and the JS package's `\s` differs from HF/Rust's on exactly
-// those two code points (see docs/tokenizer.md).  Both tokenizers then read the same bytes.
+// U+FEFF / U+0085 are replaced by a space everywhere: the JS package's `\s` differs from
+// HF/Rust's on exactly those two code points (see docs/tokenizer.md).
+// The main documents (doc_NNN.txt) are also NFC-normalised, so decode(encode(x)) == x holds on
+// them.  The unnormalised documents (nfd_NNN.txt, listed under "nfd" in the manifest) are text
+// that is NOT in NFC - decomposed (NFD, as macOS file names and some editors write it), marks in
+// non-canonical order, singletons, composition exclusions, compatibility ideographs, conjoining
+// jamo, marks next to added tokens - for the tokenizer's NFC step (tokenizer.json "normalizer":
+// NFC); each comes with nfd_NNN.nfc.txt, its NFC form, which is what decoding must give back.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -90,6 +95,33 @@ gen("contractions", 200, () => words(10, () => pick(["don't", "I'M", "we'LL", "t
 gen("mixed", 400, () => words(12, () => pick(["Hello", "мир", "世界", "🌍", "naïve", "café", "İstanbul", "straße", "ǅemal",
   "ﬁle", "x²", "a-b_c", "foo.bar()", "{\"k\": [1, 2]}", "<div>", "C++", "e.g.", "...", "!!!", "…", "—", "«»", "¿qué?"])));
 
+// ---- unnormalised documents (NFC step) ----------------------------------------------------
+const nfdDocs0 = [];
+const strip = (t) => t.replace(/[\ufeff\u0085]/g, " ");
+// NFD of the generated multilingual documents (Hangul -> conjoining jamo, accents -> marks)
+for (const d of docs.filter((x) => x.category === "generated" && /korean|cyrillic|arabic|devanagari|hebrew|mixed|combining|numbers/.test(x.name)))
+  nfdDocs0.push({ name: "nfd:" + d.name, text: strip(d.text).normalize("NFD") });
+// the combining-marks document as generated (random marks in random order: neither NFC nor NFD)
+for (const d of docs.filter((x) => x.name === "generated:combining")) nfdDocs0.push({ name: "raw:" + d.name, text: strip(d.text) });
+// NFKD of the mixed document (compatibility characters decomposed; NFC does not recompose them)
+for (const d of docs.filter((x) => x.name === "generated:mixed")) nfdDocs0.push({ name: "nfkd:" + d.name, text: strip(d.text).normalize("NFKD") });
+// targeted cases, each in NFD, as written, and NFC, one per line
+const cases = [
+  "café résumé naïve Zürich Ångström São Paulo Ærøskøbing Dvořák", "Müller Café résumé.txt", "Tiếng Việt có dấu: Hà Nội, Huế, Đà Nẵng",
+  "Ελληνικά: ἄνθρωπος, ᾠδή, Ἀθῆναι", "ΐ ΰ ᾅ ῷ", "한국어 텍스트: 안녕하세요, 세계", "日本語: がぎぐげご パピプペポ",
+  "A\u0308\u0323 a\u0323\u0308 e\u0301\u0301 o\u031b\u0323 q\u0307\u0323", "\u212b \u2126 \u212a \u2000 \u0374 \u037e \u0387 \u0340\u0341",
+  "\uf900\uf901 \ufa10 \u{2f800}", "\u0958\u0959 \u095a \u09dc \u0a33 \u0f43 \u2adc", "\u1112\u1161\u11ab \u1100\u1161 \u1100\u1161\u11a8\u11a8 \uac00\u11a8",
+  "\u1e9b\u0323 \u0344 \u0f73 \u0f75 \u0f81", "\u0301start \u0308\u0308 x\u0300\u0315\u0300", "e<|im_end|>\u0301 <think>\u0308a</think>e\u0301",
+  "<|im_start|>user\nCafe\u0301?<|im_end|>\n<|im_start|>assistant\n", "\u00e9\u0301 \u00c5\u030a \u1ea0\u0308",
+  "Unicode\u0303 x\u0338= \u2260 \u226e a\u0338", "\u05e9\u05c1\u05b8\u05dc\u05d5\u05b9\u05dd \u0627\u064e\u0644\u0652",
+  "\ud55c\uae00 \u1112\u1161\u11ab\u1100\u1173\u11af", "👍🏽 e\u0301👨‍👩‍👧 🇩🇪\u0301",
+];
+const lines = [];
+for (const c of cases) for (const form of ["NFD", "as-is", "NFC"]) lines.push(form === "as-is" ? c : c.normalize(form));
+nfdDocs0.push({ name: "targeted", text: lines.join("\n") + "\n" });
+// only documents that NFC changes (NFD leaves some scripts as they are)
+const nfdDocs = nfdDocs0.filter((d) => d.text.normalize("NFC") !== d.text);
+
 // ---- normalise and write ------------------------------------------------------------------
 let total = 0;
 const byCategory = {};
@@ -107,5 +139,17 @@ for (const c of ["english", "c", "python", "javascript", "generated"]) {
   if (!byCategory[c]) { console.error(`make_corpus: no ${c} documents found - is the machine set up with scripts/deps.sh?`); process.exit(1); }
 }
 if (total < 1048576) { console.error(`make_corpus: corpus is only ${total} bytes (< 1 MiB)`); process.exit(1); }
-fs.writeFileSync(path.join(out, "manifest.json"), JSON.stringify({ total_bytes: total, by_category: byCategory, docs: manifest }, null, 1));
-console.log(`corpus: ${manifest.length} documents, ${total} bytes ` + JSON.stringify(byCategory));
+const nfd = [];
+let nfdBytes = 0, nfdChanged = 0;
+nfdDocs.forEach((d, i) => {
+  const file = `nfd_${String(i).padStart(3, "0")}.txt`;
+  const nfc = d.text.normalize("NFC");
+  fs.writeFileSync(path.join(out, file), d.text, "utf8");
+  fs.writeFileSync(path.join(out, file.replace(/\.txt$/, ".nfc.txt")), nfc, "utf8");
+  nfdBytes += Buffer.byteLength(d.text, "utf8");
+  if (nfc !== d.text) nfdChanged++;
+  nfd.push({ file, source: d.name, bytes: Buffer.byteLength(d.text, "utf8") });
+});
+if (nfd.length < 6 || nfdChanged !== nfd.length) { console.error(`make_corpus: ${nfd.length} unnormalised documents, ${nfdChanged} change under NFC (want >= 6, all)`); process.exit(1); }
+fs.writeFileSync(path.join(out, "manifest.json"), JSON.stringify({ total_bytes: total, by_category: byCategory, docs: manifest, nfd }, null, 1));
+console.log(`corpus: ${manifest.length} documents, ${total} bytes ` + JSON.stringify(byCategory) + `; ${nfd.length} unnormalised documents, ${nfdBytes} bytes`);

@@ -32,7 +32,7 @@ key=$(cat "$here/make_corpus.js" "$here/encode.js" "$here/package-lock.json" "$i
 if [ -f "$out/done.$key" ]; then
   exit 0
 fi
-rm -f "$out"/doc_* "$out"/done.* "$out/manifest.json" "$out/vocab_test.ids"
+rm -f "$out"/doc_* "$out"/nfd_* "$out"/done.* "$out/manifest.json" "$out/vocab_test.ids"
 node "$here/make_corpus.js" "$out" >&2
 node "$here/encode.js" "$out" "$inp" >&2
 touch "$out/done.$key"
