@@ -20,6 +20,7 @@ static const nx_command commands[] = {
     {"tokenize", cmd_tokenize, "text -> token ids (or ids -> text) with a model's vocabulary"},
     {"vocab-from-hf", cmd_vocab_from_hf, "write a tokenizer-only GGUF from a Hugging Face tokenizer.json"},
     {"run", cmd_run, "generate text from a prompt (streams, prints speed and memory)"},
+    {"chat", cmd_chat, "talk to a model in the terminal (multi-turn, line editor, /help for commands)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server (completions, chat, streaming, parallel slots)"},
     {"bench", cmd_bench, "prefill and decode speed (pp / tg, like llama-bench)"},
     {"eval", cmd_eval, "dump the logits of a token list (float32 [n_tokens][n_vocab])"},

@@ -8,7 +8,7 @@ set -euo pipefail
 # chromium: the chat page test (tests/test_webui.sh) drives it headless
 # python3-minimal: its stdlib modules are part of the tokenizer peer-test corpus (tests/peer/)
 pkgs=(cmake ninja-build pkg-config gcc make libpcre2-dev libcjson-dev libmicrohttpd-dev
-      libutf8proc-dev libcmocka-dev clang libclang-rt-14-dev nodejs npm curl python3-minimal chromium)
+      libutf8proc-dev libedit-dev libcmocka-dev clang libclang-rt-14-dev nodejs npm curl python3-minimal chromium)
 if [ "${1:-}" = "--python" ]; then
   # offline tools only: tools/reference (torch, numpy, OpenBLAS) and tools/train (corpus + regex)
   pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread bible-kjv bible-kjv-text python3-regex)
