@@ -12,7 +12,8 @@
 #include "quant/gemm.h"
 #include "quant/quant_impl.h"
 
-static const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+static const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K,  NX_TYPE_Q6_K,
+                                NX_TYPE_Q2_K, NX_TYPE_Q3_K, NX_TYPE_IQ4_XS};
 
 static bool have_avx512(void) { return nx_cpu_isa() >= NX_ISA_AVX512; }
 
@@ -31,6 +32,9 @@ static void random_weights(nx_type type, char *w, size_t bytes, tu_rng *r) {
         case NX_TYPE_Q4_K: memcpy(blk + offsetof(nx_block_q4_K, d), h, 4); break;
         case NX_TYPE_Q5_K: memcpy(blk + offsetof(nx_block_q5_K, d), h, 4); break;
         case NX_TYPE_Q6_K: memcpy(blk + offsetof(nx_block_q6_K, d), &h[0], 2); break;
+        case NX_TYPE_Q2_K: memcpy(blk + offsetof(nx_block_q2_K, d), h, 4); break;
+        case NX_TYPE_Q3_K: memcpy(blk + offsetof(nx_block_q3_K, d), &h[0], 2); break;
+        case NX_TYPE_IQ4_XS: memcpy(blk + offsetof(nx_block_iq4_xs, d), &h[0], 2); break;
         default: fail();
         }
     }
@@ -180,6 +184,8 @@ static void test_gemm_dispatch(void **state) {
     (void)state;
     assert_null(nx_gemm_ops_for(NX_TYPE_F32, NX_ISA_AVX512));
     assert_null(nx_gemm_ops_for(NX_TYPE_Q4_0, NX_ISA_AVX512));
+    assert_null(nx_gemm_ops_for(NX_TYPE_IQ4_NL, NX_ISA_AVX512));
+    assert_null(nx_gemm_ops_for(77, NX_ISA_AVX512));
     assert_null(nx_gemm_ops_for(NX_TYPE_Q8_0, NX_ISA_AVX2));
     assert_null(nx_gemm_ops_for(NX_TYPE_Q8_0, NX_ISA_SCALAR));
     for (size_t ti = 0; ti < NX_ARRAY_LEN(types); ti++) {

@@ -10,7 +10,8 @@
 
 static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q4_0,
                                 NX_TYPE_Q4_1, NX_TYPE_Q5_0, NX_TYPE_Q5_1, NX_TYPE_Q8_0,
-                                NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+                                NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q2_K,
+                                NX_TYPE_Q3_K, NX_TYPE_IQ4_NL, NX_TYPE_IQ4_XS};
 static const int64_t Ts[] = {1, 2, 3, 4, 5, 8, 9, 17};
 
 #define IN 512
@@ -269,8 +270,8 @@ static void test_weight_init_errors(void **state) {
     assert_non_null(strstr(e.msg, "99"));
     assert_false(nx_weight_init(&w, buf, NX_TYPE_Q4_K, 100, 1, &e));
     assert_non_null(strstr(e.msg, "256"));
-    assert_false(nx_weight_init(&w, buf, NX_TYPE_Q2_K, 256, 1, &e));
-    assert_non_null(strstr(e.msg, "q2_K"));
+    assert_false(nx_weight_init(&w, buf, NX_TYPE_Q8_K, 256, 1, &e)); /* activation-only format */
+    assert_non_null(strstr(e.msg, "q8_K"));
     assert_false(nx_weight_init(&w, buf, NX_TYPE_F32, 0, 1, &e));
     assert_false(nx_weight_init(&w, NULL, NX_TYPE_F32, 4, 1, &e));
     assert_false(nx_weight_init(&w, buf, NX_TYPE_F32, INT64_MAX / 2, INT64_MAX / 2, &e));

@@ -25,15 +25,17 @@ static const struct {
 } gguf_types[] = {
     {0, "f32", 1, 4, 0},       {1, "f16", 1, 2, 1},       {2, "q4_0", 32, 18, 8},  {3, "q4_1", 32, 20, 9},
     {6, "q5_0", 32, 22, 8},    {7, "q5_1", 32, 24, 9},    {8, "q8_0", 32, 34, 8},  {9, "q8_1", 32, 36, 9},
-    {10, "q2_K", 256, 84, -1}, {11, "q3_K", 256, 110, -1}, {12, "q4_K", 256, 144, 15}, {13, "q5_K", 256, 176, 15},
-    {14, "q6_K", 256, 210, 15}, {15, "q8_K", 256, 292, 15}, {24, "i8", 1, 1, -1},    {25, "i16", 1, 2, -1},
-    {26, "i32", 1, 4, -1},     {27, "i64", 1, 8, -1},     {28, "f64", 1, 8, -1},   {30, "bf16", 1, 2, 30},
+    {10, "q2_K", 256, 84, 15}, {11, "q3_K", 256, 110, 15}, {12, "q4_K", 256, 144, 15}, {13, "q5_K", 256, 176, 15},
+    {14, "q6_K", 256, 210, 15}, {15, "q8_K", 256, 292, 15}, {20, "iq4_nl", 32, 18, 8}, {23, "iq4_xs", 256, 136, 15},
+    {24, "i8", 1, 1, -1},      {25, "i16", 1, 2, -1},      {26, "i32", 1, 4, -1},   {27, "i64", 1, 8, -1},
+    {28, "f64", 1, 8, -1},     {30, "bf16", 1, 2, 30},
 };
 
 /* Formats with a dot kernel. */
 static const nx_type dot_types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q4_0,
                                     NX_TYPE_Q4_1, NX_TYPE_Q5_0, NX_TYPE_Q5_1, NX_TYPE_Q8_0,
-                                    NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+                                    NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q2_K,
+                                    NX_TYPE_Q3_K, NX_TYPE_IQ4_NL, NX_TYPE_IQ4_XS};
 
 static void test_table_matches_gguf(void **state) {
     (void)state;
@@ -267,8 +269,9 @@ static void test_k_round_trip_rmse(void **state) {
     (void)state;
     const int64_t n = 256 * 32;
     float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
-    const nx_type types[] = {NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q8_K};
-    const int bits[] = {4, 5, 6, 8};
+    const nx_type types[] = {NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q8_K,
+                             NX_TYPE_Q2_K, NX_TYPE_Q3_K, NX_TYPE_IQ4_NL, NX_TYPE_IQ4_XS};
+    const int bits[] = {4, 5, 6, 8, 2, 3, 4, 4};
     for (size_t t = 0; t < NX_ARRAY_LEN(types); t++) {
         fill_gaussian(x, n, 200 + t, 0.02f);
         void *q = quantize(types[t], x, n);
@@ -291,7 +294,8 @@ static void test_degenerate_blocks(void **state) {
     float x[512], y[512];
     const nx_type types[] = {NX_TYPE_Q4_0, NX_TYPE_Q4_1, NX_TYPE_Q5_0, NX_TYPE_Q5_1, NX_TYPE_Q8_0,
                              NX_TYPE_Q8_1, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q8_K,
-                             NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32};
+                             NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32,  NX_TYPE_Q2_K, NX_TYPE_Q3_K,
+                             NX_TYPE_IQ4_NL, NX_TYPE_IQ4_XS};
     for (size_t t = 0; t < NX_ARRAY_LEN(types); t++) {
         memset(x, 0, sizeof x);
         void *q = quantize(types[t], x, 512);
@@ -415,6 +419,23 @@ static void test_k4_scale_unpack(void **state) {
     }
 }
 
+/* q3_K's word-parallel scale unpacking equals the format's per-index definition. */
+static void test_q3_scale_unpack(void **state) {
+    (void)state;
+    tu_rng r;
+    tu_rng_seed(&r, 6);
+    for (int it = 0; it < 20000; it++) {
+        uint8_t scales[12], s[16];
+        for (int i = 0; i < 12; i++) scales[i] = (uint8_t)tu_rng_u64(&r);
+        nx_q3_unpack_scales(scales, s);
+        for (int j = 0; j < 16; j++) {
+            const int lo = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+            const int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+            assert_int_equal(s[j], lo | (hi << 4));
+        }
+    }
+}
+
 static void test_isa_env_only_lowers(void **state) {
     (void)state;
     unsetenv("NX_ISA");
@@ -448,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_activation_side_sums),
         cmocka_unit_test(test_scalar_dots_match_dequantized),
         cmocka_unit_test(test_k4_scale_unpack),
+        cmocka_unit_test(test_q3_scale_unpack),
         cmocka_unit_test(test_isa_env_only_lowers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,8 +20,8 @@
 
 #define N 4096
 
-static const char *names[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1",
-                              "q4_K", "q5_K", "q6_K", "q8_K", "f16",  "bf16"};
+static const char *names[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q4_K",   "q5_K",
+                              "q6_K", "q8_K", "f16",  "bf16", "q2_K", "q3_K", "iq4_nl", "iq4_xs"};
 
 static void *load(const char *name, const char *ext, size_t want) {
     char rel[256];

@@ -30,7 +30,8 @@
 
 static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q8_0,
                                 NX_TYPE_Q4_0, NX_TYPE_Q5_0, NX_TYPE_Q4_1, NX_TYPE_Q5_1,
-                                NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+                                NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q2_K,
+                                NX_TYPE_Q3_K, NX_TYPE_IQ4_NL, NX_TYPE_IQ4_XS};
 
 enum { DIST_GAUSS, DIST_ZERO, DIST_TINY, DIST_HUGE, DIST_OUTLIER, DIST_CONST, DIST_ALT, DIST_COUNT };
 static const char *dist_names[] = {"gauss", "zero", "tiny", "huge", "outlier", "const", "alternating"};
@@ -82,6 +83,10 @@ static void random_weights(nx_type type, void *dst, int64_t n, tu_rng *r) {
         case NX_TYPE_Q4_K: ((nx_block_q4_K *)blk)->d = rand_scale(r), ((nx_block_q4_K *)blk)->dmin = rand_scale(r); break;
         case NX_TYPE_Q5_K: ((nx_block_q5_K *)blk)->d = rand_scale(r), ((nx_block_q5_K *)blk)->dmin = rand_scale(r); break;
         case NX_TYPE_Q6_K: ((nx_block_q6_K *)blk)->d = rand_scale(r); break;
+        case NX_TYPE_Q2_K: ((nx_block_q2_K *)blk)->d = rand_scale(r), ((nx_block_q2_K *)blk)->dmin = rand_scale(r); break;
+        case NX_TYPE_Q3_K: ((nx_block_q3_K *)blk)->d = rand_scale(r); break;
+        case NX_TYPE_IQ4_NL: ((nx_block_iq4_nl *)blk)->d = rand_scale(r); break;
+        case NX_TYPE_IQ4_XS: ((nx_block_iq4_xs *)blk)->d = rand_scale(r); break;
         default: break;
         }
     }

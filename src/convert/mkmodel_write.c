@@ -116,6 +116,8 @@ static uint32_t llama_ftype(uint32_t type) {
     case NX_TYPE_Q4_K: return 14;
     case NX_TYPE_Q5_K: return 16;
     case NX_TYPE_Q6_K: return 18;
+    case NX_TYPE_IQ4_NL: return 25;
+    case NX_TYPE_IQ4_XS: return 30;
     case NX_TYPE_BF16: return 32;
     default: return 0;
     }

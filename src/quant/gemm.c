@@ -19,12 +19,10 @@
 #define OB 64
 
 const nx_gemm_ops *nx_gemm_ops_for(uint32_t type, nx_isa isa) {
-#if defined(__x86_64__)
-    if (isa >= NX_ISA_AVX512) return nx_gemm_ops_avx512(type);
-#else
-    (void)type;
-    (void)isa;
-#endif
+    const nx_type_traits *t = nx_type_get(type);
+    if (!t) return NULL;
+    for (int i = NX_MIN((int)isa, NX_ISA_COUNT - 1); i >= 0; i--)
+        if (t->gemm[i]) return t->gemm[i];
     return NULL;
 }
 

@@ -36,9 +36,9 @@ typedef struct nx_gemm_ops {
     void (*tile)(int64_t n, const void *panel, const void *const *x, float *out);
 } nx_gemm_ops;
 
-/* The kernel set for `type` at this CPU's ISA, or NULL (no GEMM path: use the vec-dot path). */
+/* The kernel set for `type` at `isa` (the type table's gemm entry at that level or a lower
+ * one), or NULL (no GEMM path: use the vec-dot path). */
 const nx_gemm_ops *nx_gemm_ops_for(uint32_t type, nx_isa isa);
-const nx_gemm_ops *nx_gemm_ops_avx512(uint32_t type);
 
 /* Scratch bytes nx_gemm needs on top of the converted activations. */
 size_t nx_gemm_scratch_bytes(const nx_gemm_ops *ops, int64_t n, int64_t T, int n_threads);

@@ -106,8 +106,8 @@ static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float 
                                                        _mm512_extractf32x8_ps(acc[m][r], 1)));
 }
 
-static const nx_gemm_ops q8_0_ops = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_pack_act,
-                                     q8_0_panel_bytes, q8_0_pack_panel, q8_0_tile};
+const nx_gemm_ops nx_gemm_q8_0_avx512 = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_pack_act,
+                                         q8_0_panel_bytes, q8_0_pack_panel, q8_0_tile};
 
 /* ---- K formats ---------------------------------------------------------------------------------
  * Activations are q8_K rows as matmul converted them.  Panel: per super-block, K_MR = 2 weight
@@ -280,16 +280,6 @@ static void q6_tile(int64_t n, const void *panel, const void *const *x, float *o
     k_tile(true, n, panel, x, out);
 }
 
-static const nx_gemm_ops q4_K_ops = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q4_K_pack_panel, k4_tile};
-static const nx_gemm_ops q5_K_ops = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q5_K_pack_panel, k4_tile};
-static const nx_gemm_ops q6_K_ops = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q6_K_pack_panel, q6_tile};
-
-const nx_gemm_ops *nx_gemm_ops_avx512(uint32_t type) {
-    switch (type) {
-    case NX_TYPE_Q8_0: return &q8_0_ops;
-    case NX_TYPE_Q4_K: return &q4_K_ops;
-    case NX_TYPE_Q5_K: return &q5_K_ops;
-    case NX_TYPE_Q6_K: return &q6_K_ops;
-    default: return NULL;
-    }
-}
+const nx_gemm_ops nx_gemm_q4_K_avx512 = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q4_K_pack_panel, k4_tile};
+const nx_gemm_ops nx_gemm_q5_K_avx512 = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q5_K_pack_panel, k4_tile};
+const nx_gemm_ops nx_gemm_q6_K_avx512 = {K_MR, K_NR, NULL, NULL, k_panel_bytes, q6_K_pack_panel, q6_tile};

@@ -118,6 +118,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
             [NX_ISA_AVX512] = {nx_dot_q8_0_prep_avx512, nx_prepare_q8_0_avx512, nx_prep_q8_0_row_bytes},
         },
 #endif
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_q8_0_avx512},
+#endif
     },
     [NX_TYPE_Q4_K] = {
         .name = "q4_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q4_K), .is_quantized = true,
@@ -130,6 +133,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
             [NX_ISA_AVX512] = nx_dot_q4_K_avx512,
 #endif
         },
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_q4_K_avx512},
+#endif
     },
     [NX_TYPE_Q5_K] = {
         .name = "q5_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q5_K), .is_quantized = true,
@@ -142,6 +148,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
             [NX_ISA_AVX512] = nx_dot_q5_K_avx512,
 #endif
         },
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_q5_K_avx512},
+#endif
     },
     [NX_TYPE_Q6_K] = {
         .name = "q6_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q6_K), .is_quantized = true,
@@ -154,6 +163,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
             [NX_ISA_AVX512] = nx_dot_q6_K_avx512,
 #endif
         },
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_q6_K_avx512},
+#endif
     },
     /* activation-only formats (the vec-dot types of others): convertible, no dot of their own */
     [NX_TYPE_Q8_1] = {
@@ -166,15 +178,64 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .to_float = nx_to_float_q8_K, .from_float = nx_from_float_q8_K,
         .vec_dot_type = NX_TYPE_Q8_K,
     },
-    /* size-only rows: GGUF files with these can be listed, not computed with */
     [NX_TYPE_Q2_K] = {
         .name = "q2_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q2_K), .is_quantized = true,
+        .to_float = nx_to_float_q2_K, .from_float = nx_from_float_q2_K,
         .vec_dot_type = NX_TYPE_Q8_K,
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q2_K_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q2_K_avx2,
+            [NX_ISA_AVX512] = nx_dot_q2_K_avx512,
+#endif
+        },
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_q2_K_avx512},
+#endif
     },
     [NX_TYPE_Q3_K] = {
         .name = "q3_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q3_K), .is_quantized = true,
+        .to_float = nx_to_float_q3_K, .from_float = nx_from_float_q3_K,
         .vec_dot_type = NX_TYPE_Q8_K,
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_q3_K_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_q3_K_avx2,
+            [NX_ISA_AVX512] = nx_dot_q3_K_avx512,
+#endif
+        },
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_q3_K_avx512},
+#endif
     },
+    [NX_TYPE_IQ4_NL] = {
+        .name = "iq4_nl", .block_size = NX_QK, .type_size = sizeof(nx_block_iq4_nl), .is_quantized = true,
+        .to_float = nx_to_float_iq4_nl, .from_float = nx_from_float_iq4_nl,
+        .vec_dot_type = NX_TYPE_Q8_0,
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_iq4_nl_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_iq4_nl_avx2,
+            [NX_ISA_AVX512] = nx_dot_iq4_nl_avx512,
+#endif
+        },
+    },
+    [NX_TYPE_IQ4_XS] = {
+        .name = "iq4_xs", .block_size = NX_QK_K, .type_size = sizeof(nx_block_iq4_xs), .is_quantized = true,
+        .to_float = nx_to_float_iq4_xs, .from_float = nx_from_float_iq4_xs,
+        .vec_dot_type = NX_TYPE_Q8_K,
+        .vec_dot = {
+            [NX_ISA_SCALAR] = nx_dot_iq4_xs_scalar,
+#ifdef NX_HAVE_X86_KERNELS
+            [NX_ISA_AVX2] = nx_dot_iq4_xs_avx2,
+            [NX_ISA_AVX512] = nx_dot_iq4_xs_avx512,
+#endif
+        },
+#ifdef NX_HAVE_X86_KERNELS
+        .gemm = {[NX_ISA_AVX512] = &nx_gemm_iq4_xs_avx512},
+#endif
+    },
+    /* size-only rows: GGUF files with these can be listed, not computed with */
     [NX_TYPE_I8] = {
         .name = "i8", .block_size = 1, .type_size = 1, .is_quantized = false,
         .vec_dot_type = NX_TYPE_I8,

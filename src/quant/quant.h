@@ -18,7 +18,7 @@ typedef enum nx_type {
     NX_TYPE_F32 = 0, NX_TYPE_F16 = 1, NX_TYPE_Q4_0 = 2, NX_TYPE_Q4_1 = 3,
     NX_TYPE_Q5_0 = 6, NX_TYPE_Q5_1 = 7, NX_TYPE_Q8_0 = 8, NX_TYPE_Q8_1 = 9,
     NX_TYPE_Q2_K = 10, NX_TYPE_Q3_K = 11, NX_TYPE_Q4_K = 12, NX_TYPE_Q5_K = 13,
-    NX_TYPE_Q6_K = 14, NX_TYPE_Q8_K = 15,
+    NX_TYPE_Q6_K = 14, NX_TYPE_Q8_K = 15, NX_TYPE_IQ4_NL = 20, NX_TYPE_IQ4_XS = 23,
     NX_TYPE_I8 = 24, NX_TYPE_I16 = 25, NX_TYPE_I32 = 26, NX_TYPE_I64 = 27, NX_TYPE_F64 = 28,
     NX_TYPE_BF16 = 30,
     NX_TYPE_COUNT = 40 /* ids below this may be described; unknown ids have a NULL name */
@@ -47,6 +47,8 @@ typedef struct nx_prepared_dot {
     nx_row_bytes_fn row_bytes;
 } nx_prepared_dot;
 
+struct nx_gemm_ops; /* gemm.h */
+
 typedef struct nx_type_traits {
     const char *name;            /* "q4_K" etc. as ggml names it; NULL = unsupported id */
     int64_t block_size;          /* elements per block (1 for plain types) */
@@ -57,6 +59,9 @@ typedef struct nx_type_traits {
     nx_type vec_dot_type;        /* format the activation row must be in for vec_dot */
     nx_vec_dot_fn vec_dot[NX_ISA_COUNT]; /* NULL entries fall back to the next lower ISA */
     nx_prepared_dot prepared[NX_ISA_COUNT]; /* optional; preferred over vec_dot at the same ISA */
+    /* optional GEMM micro-kernels for large batches (gemm.h), bit-identical per row to this
+     * ISA's vec_dot / prepared kernel */
+    const struct nx_gemm_ops *gemm[NX_ISA_COUNT];
 } nx_type_traits;
 
 const nx_type_traits *nx_type_get(uint32_t type);      /* NULL if unknown/unsupported */

@@ -32,9 +32,21 @@ typedef struct { uint16_t d; int8_t qs[NX_QK]; } nx_block_q8_0;
 /* x = d * q; s = d * sum(q) (fp16), used by the q4_1 / q5_1 dots for the min term. */
 typedef struct { uint16_t d, s; int8_t qs[NX_QK]; } nx_block_q8_1;
 
-/* Size-only K formats (listed, not computed with). */
+/* 16 sub-blocks of 16: x = d * (scales[j] & 15) * q - dmin * (scales[j] >> 4), q in [0, 3],
+ * j = element / 16.  qs: for each half h of 128 elements, bits 2k..2k+1 of qs[32h + l] hold
+ * element 128h + 32k + l (k < 4, l < 32). */
 typedef struct { uint8_t scales[NX_QK_K / 16]; uint8_t qs[NX_QK_K / 4]; uint16_t d, dmin; } nx_block_q2_K;
+/* 16 sub-blocks of 16: x = d * (s_j - 32) * (q - 4), q in [0, 7], s_j 6-bit (see
+ * nx_q3_unpack_scales).  Low two bits of q as q2_K's qs; bit 2 of element e is bit e / 32 of
+ * hmask[e % 32]. */
 typedef struct { uint8_t hmask[NX_QK_K / 8]; uint8_t qs[NX_QK_K / 4]; uint8_t scales[12]; uint16_t d; } nx_block_q3_K;
+/* Non-linear 4-bit: x = d * nx_iq4nl_values[q], q in [0, 15]; nibbles as q4_0 (element j low,
+ * j + 16 high nibble of qs[j]). */
+typedef struct { uint16_t d; uint8_t qs[NX_QK / 2]; } nx_block_iq4_nl;
+/* 8 sub-blocks of 32: x = d * (ls_j - 32) * nx_iq4nl_values[q]; ls_j 6-bit = low nibble j % 2
+ * of scales_l[j / 2] | bits 2j..2j+1 of scales_h << 4.  qs[16j .. 16j + 15] holds sub-block j
+ * as an iq4_nl block does. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[NX_QK_K / 64]; uint8_t qs[NX_QK_K / 2]; } nx_block_iq4_xs;
 
 /* 8 sub-blocks of 32: x = d * sc[j] * q - dmin * m[j], q in [0, 15], sc/m 6-bit packed in
  * scales[12] (see nx_k4_scale_min).  qs: for each group of 64 elements g, 32 bytes whose low
@@ -73,6 +85,29 @@ _Static_assert(sizeof(nx_block_q4_K) == 144, "q4_K block size");
 _Static_assert(sizeof(nx_block_q5_K) == 176, "q5_K block size");
 _Static_assert(sizeof(nx_block_q6_K) == 210, "q6_K block size");
 _Static_assert(sizeof(nx_block_q8_K) == 292, "q8_K block size");
+_Static_assert(sizeof(nx_block_iq4_nl) == 18, "iq4_nl block size");
+_Static_assert(sizeof(nx_block_iq4_xs) == 136, "iq4_xs block size");
+
+/* The 16 values of the iq4_nl / iq4_xs codes (GGUF's kvalues_iq4nl). */
+static const int8_t nx_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* The 16 scales of a q3_K block, s_j in [0, 63] (value s_j - 32): bits 0..3 are the low
+ * (j < 8) or high (j >= 8) nibble of scales[j % 8], bits 4..5 are bits 2(j / 4)..2(j / 4)+1 of
+ * scales[8 + j % 4]. */
+static inline void nx_q3_unpack_scales(const uint8_t *scales, uint8_t s[16]) {
+    uint32_t a, b, c, t;
+    __builtin_memcpy(&a, scales, 4);
+    __builtin_memcpy(&b, scales + 4, 4);
+    __builtin_memcpy(&c, scales + 8, 4);
+    t = (a & 0x0F0F0F0Fu) | ((c & 0x03030303u) << 4);
+    __builtin_memcpy(s, &t, 4);
+    t = (b & 0x0F0F0F0Fu) | (((c >> 2) & 0x03030303u) << 4);
+    __builtin_memcpy(s + 4, &t, 4);
+    t = ((a >> 4) & 0x0F0F0F0Fu) | (((c >> 4) & 0x03030303u) << 4);
+    __builtin_memcpy(s + 8, &t, 4);
+    t = ((b >> 4) & 0x0F0F0F0Fu) | (((c >> 6) & 0x03030303u) << 4);
+    __builtin_memcpy(s + 12, &t, 4);
+}
 
 /* The 6-bit scale and min of sub-block j (0..7) of a q4_K / q5_K block: for j < 4 the low 6
  * bits of bytes j and j+4; for j >= 4 the nibbles of byte j+4 with the top two bits taken from

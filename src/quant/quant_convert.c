@@ -336,10 +336,11 @@ void nx_to_float_q8_1(const void *src, float *dst, int64_t n) {
 /* Scale/min search for one sub-block of an asymmetric K format (q4_K: nmax 15, q5_K: 31).
  * Model x ~ scale * L + min with min <= 0, L in [0, nmax], error weighted by w.  Starts from
  * the plain min/max grid, then tries nstep+1 alternative grids (nmax + rmin + rdelta*is
- * steps over the range) and keeps the weighted-least-squares fit with the lowest error.
+ * steps over the range) and keeps the weighted-least-squares fit with the lowest error
+ * (error: w * diff^2, or w * |diff| with use_mad as q2_K asks).
  * Returns the scale; *neg_min receives -min (>= 0).  aux: scratch of n codes. */
-static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
-                           uint8_t *aux, float rmin, float rdelta, int nstep) {
+float nx_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *aux,
+                       float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -362,7 +363,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         int l = round_even(iscale * (x[i] - min));
         L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
@@ -386,7 +387,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
             float err = 0;
             for (int i = 0; i < n; i++) {
                 float diff = this_scale * aux[i] + this_min - x[i];
-                err += w[i] * (diff * diff);
+                err += w[i] * (use_mad ? fabsf(diff) : diff * diff);
             }
             if (err < best_error) {
                 memcpy(L, aux, (size_t)n);
@@ -430,7 +431,7 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, int nst
         for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xs[l]);
-        sub_scale[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, &sub_min[j], aux, rmin, 0.1f, nstep);
+        sub_scale[j] = nx_fit_scale_min(32, nmax, xs, weights, L + 32 * j, &sub_min[j], aux, rmin, 0.1f, nstep, false);
         if (sub_scale[j] > max_scale) max_scale = sub_scale[j];
         if (sub_min[j] > max_min) max_min = sub_min[j];
     }

@@ -36,6 +36,17 @@ void nx_to_float_q6_K(const void *src, float *dst, int64_t n);
 void nx_from_float_q6_K(const float *src, void *dst, int64_t n);
 void nx_to_float_q8_K(const void *src, float *dst, int64_t n);
 void nx_from_float_q8_K(const float *src, void *dst, int64_t n);
+void nx_to_float_q2_K(const void *src, float *dst, int64_t n); /* quant_convert_lowbit.c */
+void nx_from_float_q2_K(const float *src, void *dst, int64_t n);
+void nx_to_float_q3_K(const void *src, float *dst, int64_t n);
+void nx_from_float_q3_K(const float *src, void *dst, int64_t n);
+void nx_to_float_iq4_nl(const void *src, float *dst, int64_t n);
+void nx_from_float_iq4_nl(const float *src, void *dst, int64_t n);
+void nx_to_float_iq4_xs(const void *src, float *dst, int64_t n);
+void nx_from_float_iq4_xs(const float *src, void *dst, int64_t n);
+/* the weighted scale/min search of the asymmetric K formats (quant_convert.c) */
+float nx_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *aux,
+                       float rmin, float rdelta, int nstep, bool use_mad);
 /* the scalar references of the two activation quantisers (nx_from_float_q8_0 / q8_K pick the
  * bit-identical AVX-512 versions when the CPU has them) */
 void nx_from_float_q8_0_scalar(const float *src, void *dst, int64_t n);
@@ -54,6 +65,10 @@ void nx_dot_q8_0_scalar(int64_t n, float *out, const void *w, const void *x, siz
 void nx_dot_q4_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q5_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q6_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q2_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q3_K_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_iq4_nl_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_iq4_xs_scalar(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 
 #if defined(__x86_64__)
 #define NX_HAVE_X86_KERNELS 1
@@ -86,6 +101,18 @@ size_t nx_prep_q8_0_row_bytes(int64_t n);
 /* the prepared layout from q8_0 blocks (used by the GEMM path and tests) */
 void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n);
 void nx_from_float_q8_0_avx512(const float *src, void *dst, int64_t n); /* quant_convert_avx512.c */
+/* lowbit formats (quant_lowbit_avx2.c, quant_lowbit_avx512.c) */
+void nx_dot_q2_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q3_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_iq4_nl_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_iq4_xs_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q2_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q3_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_iq4_nl_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_iq4_xs_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+/* GEMM micro-kernel sets (gemm_avx512.c, gemm_lowbit_avx512.c) */
+extern const struct nx_gemm_ops nx_gemm_q8_0_avx512, nx_gemm_q4_K_avx512, nx_gemm_q5_K_avx512, nx_gemm_q6_K_avx512;
+extern const struct nx_gemm_ops nx_gemm_q2_K_avx512, nx_gemm_q3_K_avx512, nx_gemm_iq4_xs_avx512;
 void nx_from_float_q8_K_avx512(const float *src, void *dst, int64_t n);
 #endif
 
