@@ -173,8 +173,17 @@ bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, c
                             size_t cap, size_t *len_out, nextn_error *err);
 
 /* ---- sampling ---------------------------------------------------------------------------- */
-/* Chain (llama.cpp's order): penalties -> top-k -> top-p -> min-p -> temperature -> draw.
- * temp <= 0 is greedy (argmax, ties to the lowest id). */
+/* Chain (llama.cpp's order): logit bias -> penalties -> top-k -> top-p -> min-p -> temperature
+ * -> draw.  temp <= 0 is greedy (argmax, ties to the lowest id).
+ * Logit bias: each entry adds `bias` to its token's logit (entries for one token add up);
+ * -INFINITY bans the token.  Everything after it - penalties, filters, greedy, the
+ * log-probabilities, and with speculative decoding the draft distribution as well as the
+ * target's - sees the biased logits. */
+typedef struct nextn_logit_bias {
+    int32_t token;
+    float bias;                /* finite, or -INFINITY (ban) */
+} nextn_logit_bias;
+
 typedef struct nextn_sampler_params {
     float temp;                /* default 0.8 */
     int32_t top_k;             /* default 40, <= 0 off */
@@ -185,6 +194,9 @@ typedef struct nextn_sampler_params {
     float penalty_freq;        /* default 0 */
     float penalty_present;     /* default 0 */
     uint64_t seed;             /* default 0 */
+    const nextn_logit_bias *logit_bias; /* n_logit_bias entries (default none); copied when a
+                                         * sampler or a generator's sequence is set up */
+    int32_t n_logit_bias;
 } nextn_sampler_params;
 
 nextn_sampler_params nextn_sampler_default_params(void);
@@ -201,7 +213,7 @@ bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token,
 bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, float *probs, int32_t cap,
                         int32_t *n_out, nextn_error *err);
 /* Log-probabilities for reporting (OpenAI "logprobs"): the log-softmax at temperature 1 over the
- * whole vocabulary of the logits after the sampler's penalties (repeat / frequency / presence
+ * whole vocabulary of the logits after the sampler's logit bias and penalties (repeat / frequency / presence
  * over its history so far; not top-k / top-p / min-p, not the temperature).  Call it before
  * nextn_sampler_accept(token).  out->top_ids / top_logprobs: the n_top (<= 20) most likely
  * tokens, most likely first, equal logits by lower id.  A token at -inf gets -inf.  No random

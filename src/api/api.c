@@ -6,6 +6,7 @@
  * Internal errors (nx_err) are copied into the caller's nextn_error. */
 #include "nextn.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,12 +371,19 @@ bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, c
 
 /* ---- sampling ---------------------------------------------------------------------------- */
 
+/* The public logit-bias entries are handed to the sampler as its own type. */
+_Static_assert(sizeof(nextn_logit_bias) == sizeof(nx_logit_bias) &&
+                   offsetof(nextn_logit_bias, token) == offsetof(nx_logit_bias, token) &&
+                   offsetof(nextn_logit_bias, bias) == offsetof(nx_logit_bias, bias),
+               "nextn_logit_bias and nx_logit_bias must have the same layout");
+
 nextn_sampler_params nextn_sampler_default_params(void) {
     nx_sampler_params d = nx_sampler_default_params();
     nextn_sampler_params p = {
         .temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
         .penalty_last_n = d.penalty_last_n, .penalty_repeat = d.penalty_repeat,
         .penalty_freq = d.penalty_freq, .penalty_present = d.penalty_present, .seed = d.seed,
+        .logit_bias = NULL, .n_logit_bias = 0,
     };
     return p;
 }
@@ -395,6 +403,8 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
     ip.penalty_freq = p.penalty_freq;
     ip.penalty_present = p.penalty_present;
     ip.seed = p.seed;
+    ip.logit_bias = (const nx_logit_bias *)p.logit_bias; /* same layout (checked below); copied */
+    ip.n_logit_bias = p.n_logit_bias;
     nx_err ie;
     nextn_sampler *s = nx_calloc(1, sizeof *s, "sampler handle", &ie);
     if (!s) return pass(err, &ie);

@@ -42,6 +42,8 @@ static nx_sampler_params to_nx_sampling(const nextn_sampler_params *sm) {
     p.penalty_freq = sm->penalty_freq;
     p.penalty_present = sm->penalty_present;
     p.seed = sm->seed;
+    p.logit_bias = (const nx_logit_bias *)sm->logit_bias; /* same layout (api.c checks it); copied */
+    p.n_logit_bias = sm->n_logit_bias;
     return p;
 }
 

@@ -1,7 +1,8 @@
 /* sample.c - the sampling chain (see sample.h for the exact semantics).
  *
  * Cost per token on a vocabulary of V: one vectorisable pass to validate the row, a copy only
- * when penalties are active (they work on the copy; the caller's logits stay untouched), then
+ * when a logit bias or penalties are active (they work on the copy; the caller's logits stay
+ * untouched; a bias that bans tokens costs one more pass, to check something is left), then
  *   - top-k: one pass keeping a k-entry min-heap of the best logits; blocks of 64 logits whose
  *     maximum cannot beat the heap's worst are skipped after a vectorisable max;
  *   - no top-k: the candidates are all finite tokens; top-p selects the best 256 (quickselect,
@@ -25,8 +26,10 @@ struct nx_sampler {
     nx_sampler_params params;
     int32_t n_vocab;
     uint64_t rng[4];        /* xoshiro256** state */
-    float *work;            /* [n_vocab] penalised copy of the logits (used only with penalties) */
+    float *work;            /* [n_vocab] biased / penalised copy of the logits (only when needed) */
     const float *row;       /* the row the chain reads: the caller's logits, or `work` */
+    nx_logit_bias *bias;    /* [n_bias] merged logit bias, increasing token ids */
+    int32_t n_bias, n_ban;  /* entries; entries at -inf */
     nx_cand *cand;          /* [n_vocab] current candidate set */
     float *dense;           /* [n_vocab] zeroed scratch for nx_dist_residual; zero between calls */
     int32_t *hist;          /* accepted tokens, oldest first */
@@ -73,7 +76,21 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
         return nx_fail(err, "sampler: frequency penalty must be finite, got %g", p->penalty_freq);
     if (!isfinite(p->penalty_present))
         return nx_fail(err, "sampler: presence penalty must be finite, got %g", p->penalty_present);
+    if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
+        return nx_fail(err, "sampler: logit_bias has %d entries and %s pointer", p->n_logit_bias,
+                       p->logit_bias ? "a" : "a NULL");
+    for (int32_t i = 0; i < p->n_logit_bias; i++) {
+        const float b = p->logit_bias[i].bias;
+        if (isnan(b) || b == INFINITY)
+            return nx_fail(err, "sampler: logit_bias[%d] (token %d) is %g: a bias must be finite or -inf (ban)", i,
+                           p->logit_bias[i].token, b);
+    }
     return true;
+}
+
+static int cmp_bias(const void *a, const void *b) {
+    const int32_t x = ((const nx_logit_bias *)a)->token, y = ((const nx_logit_bias *)b)->token;
+    return (x > y) - (x < y);
 }
 
 static bool penalties_active(const nx_sampler_params *p) {
@@ -150,6 +167,7 @@ void nx_sampler_free(nx_sampler *s) {
     free(s->dense);
     free(s->hist);
     free(s->win);
+    free(s->bias);
     nx_dist_free(&s->own);
     free(s);
 }
@@ -162,6 +180,34 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
     if (!s) return false;
     s->params = *p;
     s->n_vocab = n_vocab;
+    /* the logit bias: own copy, one entry per token (duplicates add up), increasing ids */
+    s->params.logit_bias = NULL;
+    s->params.n_logit_bias = 0;
+    for (int32_t i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= n_vocab) {
+            nx_fail(err, "sampler: logit_bias[%d]: token %d is outside the vocabulary [0, %d)", i,
+                    p->logit_bias[i].token, n_vocab);
+            nx_sampler_free(s);
+            return false;
+        }
+    if (p->n_logit_bias > 0) {
+        s->bias = nx_malloc((size_t)p->n_logit_bias * sizeof *s->bias, "sampler logit bias", err);
+        if (!s->bias) {
+            nx_sampler_free(s);
+            return false;
+        }
+        memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+        qsort(s->bias, (size_t)p->n_logit_bias, sizeof *s->bias, cmp_bias);
+        int32_t n = 0;
+        for (int32_t i = 0; i < p->n_logit_bias; i++) {
+            if (n > 0 && s->bias[n - 1].token == s->bias[i].token) s->bias[n - 1].bias += s->bias[i].bias;
+            else s->bias[n++] = s->bias[i];
+        }
+        for (int32_t i = 0; i < n; i++) s->n_ban += s->bias[i].bias == -INFINITY;
+        s->n_bias = n;
+        s->params.logit_bias = s->bias;
+        s->params.n_logit_bias = n;
+    }
     s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
     s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
     s->dense = s->cand ? nx_calloc((size_t)n_vocab, sizeof *s->dense, "sampler residual scratch", err) : NULL;
@@ -238,6 +284,37 @@ static bool apply_penalties(nx_sampler *s, nx_err *err) {
         s->work[tok] = l;
     }
     return true;
+}
+
+/* Points s->row at the logits the chain reads: the caller's row, or - with a logit bias or
+ * active penalties - s->work holding the row with the bias added, then the penalties applied.
+ * Fails (naming the token) when a bias makes a logit +inf or bans every finite token. */
+static bool prepare_row(nx_sampler *s, const float *logits, nx_err *err) {
+    const int32_t V = s->n_vocab;
+    s->row = logits;
+    const bool pen = penalties_active(&s->params) && s->n_hist > 0;
+    if (s->n_bias == 0 && !pen) return true;
+    memcpy(s->work, logits, (size_t)V * sizeof *s->work);
+    for (int32_t i = 0; i < s->n_bias; i++) {
+        const int32_t t = s->bias[i].token;
+        s->work[t] += s->bias[i].bias;
+        if (s->work[t] == INFINITY)
+            return nx_fail(err, "sampler: logit_bias %g makes the logit of token %d +inf", s->bias[i].bias, t);
+    }
+    if (pen && !apply_penalties(s, err)) return false;
+    s->row = s->work;
+    if (s->n_ban > 0 && nx_sampler_all_banned(s, logits))
+        return nx_fail(err, "sampler: logit_bias bans every token that has a finite logit (%d banned)", s->n_ban);
+    return true;
+}
+
+bool nx_sampler_all_banned(const nx_sampler *s, const float *logits) {
+    if (s->n_ban == 0) return false;
+    int32_t finite = 0, banned = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) finite += logits[i] > -INFINITY; /* NaN is not counted */
+    for (int32_t i = 0; i < s->n_bias; i++)
+        banned += s->bias[i].bias == -INFINITY && logits[s->bias[i].token] > -INFINITY;
+    return finite == banned;
 }
 
 /* ---- selection ------------------------------------------------------------------------------ */
@@ -479,13 +556,7 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
     const nx_sampler_params *p = &s->params;
     const int32_t V = s->n_vocab;
     if (out->cap < V) return nx_fail(err, "sampler: distribution capacity %d is below the vocabulary size %d", out->cap, V);
-    if (!check_row(logits, V, err)) return false;
-    s->row = logits;
-    if (penalties_active(p) && s->n_hist > 0) {
-        memcpy(s->work, logits, (size_t)V * sizeof *s->work);
-        if (!apply_penalties(s, err)) return false;
-        s->row = s->work;
-    }
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, err)) return false;
 
     if (p->temp <= 0.0f) { /* greedy: point mass on the argmax, ties to the lowest id */
         out->ids[0] = nx_argmax(s->row, V);
@@ -506,7 +577,8 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
             if (s->row[i] != -INFINITY) s->cand[n++] = (nx_cand){s->row[i], i};
         sorted = false;
     }
-    /* n >= 1: check_row found a finite logit and penalties keep finite logits finite. */
+    /* n >= 1: check_row found a finite logit, prepare_row checked that the bias left one, and
+     * penalties keep finite logits finite. */
     if (p->top_p < 1.0f) apply_top_p(s, &n, &sorted, min_keep);
     if (p->min_p > 0.0f) apply_min_p(s, &n, &sorted, min_keep);
     softmax_to_dist(s->cand, n, p->temp, out);
@@ -599,13 +671,8 @@ bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int3
     if (token < 0 || token >= V) return nx_fail(err, "logprobs: token %d out of range (vocabulary %d)", token, V);
     if (n_top < 0 || n_top > NX_SAMPLER_MAX_TOP_LOGPROBS)
         return nx_fail(err, "logprobs: %d top entries asked (0..%d)", n_top, NX_SAMPLER_MAX_TOP_LOGPROBS);
-    if (!check_row(logits, V, err)) return false;
-    const float *row = logits;
-    if (penalties_active(&s->params) && s->n_hist > 0) {
-        memcpy(s->work, logits, (size_t)V * sizeof *s->work);
-        if (!apply_penalties(s, err)) return false;
-        row = s->work;
-    }
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, err)) return false;
+    const float *row = s->row;
     float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;
     double sum = 0.0;

@@ -2,7 +2,11 @@
  * and a seeded draw; plus the pieces exact speculative sampling needs.
  *
  * Order of operations (llama.cpp's default chain in common/sampling.cpp):
- *     penalties -> top-k -> top-p -> min-p -> temperature -> draw
+ *     logit bias -> penalties -> top-k -> top-p -> min-p -> temperature -> draw
+ *   - logit bias adds a fixed amount to chosen tokens' logits (entries for the same token add
+ *     up); -inf bans a token.  It comes first, as llama.cpp puts it before the configurable
+ *     samplers, so the penalties, the filters and the reported log-probabilities all see the
+ *     biased logits.
  *   - penalties (repeat / frequency / presence) use the counts of each token among the last
  *     `penalty_last_n` accepted tokens; repeat divides a positive logit and multiplies a
  *     non-positive one (so a penalty always lowers the token); then
@@ -32,6 +36,12 @@
 
 #include "base/common.h"
 
+/* One logit-bias entry (the same layout as the public nextn_logit_bias). */
+typedef struct nx_logit_bias {
+    int32_t  token;
+    float    bias;             /* finite, or -INFINITY: banned */
+} nx_logit_bias;
+
 typedef struct nx_sampler_params {
     float    temp;             /* <= 0: greedy.                          default 0.8 */
     int32_t  top_k;            /* <= 0: off.                             default 40 */
@@ -43,6 +53,9 @@ typedef struct nx_sampler_params {
     float    penalty_freq;     /* 0: off.                                default 0.0 */
     float    penalty_present;  /* 0: off.                                default 0.0 */
     uint64_t seed;             /* RNG seed.                              default 0 */
+    const nx_logit_bias *logit_bias; /* n_logit_bias entries, copied by nx_sampler_create;
+                                      * default none */
+    int32_t  n_logit_bias;
 } nx_sampler_params;
 
 /* llama.cpp's defaults (see above). */
@@ -70,11 +83,20 @@ float nx_dist_prob(const nx_dist *d, int32_t id);
 
 typedef struct nx_sampler nx_sampler;
 
-/* Checks the parameters (errors name the field and the allowed range). */
+/* Checks the parameters (errors name the field and the allowed range; logit-bias token ids
+ * are checked against the vocabulary by nx_sampler_create). */
 bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err);
+/* Copies the logit-bias entries (merged per token, ordered by id): p->logit_bias need not
+ * outlive the call. */
 bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_params *p, nx_err *err);
 void nx_sampler_free(nx_sampler *s);
+/* The sampler's parameters; logit_bias points to its own merged copy. */
 const nx_sampler_params *nx_sampler_get_params(const nx_sampler *s);
+/* True when the logit bias bans (-inf) every token whose logit in the row is finite, i.e.
+ * nx_sampler_dist would fail on it.  O(1) without bans, else one pass over the row.  A
+ * speculative driver stops drafting there instead of failing (a reduced draft vocabulary can
+ * leave only banned tokens). */
+bool nx_sampler_all_banned(const nx_sampler *s, const float *logits);
 int32_t nx_sampler_n_vocab(const nx_sampler *s);
 
 /* Forgets the penalty history and re-seeds the RNG with params.seed. */
@@ -88,8 +110,8 @@ void    nx_sampler_rollback(nx_sampler *s, int32_t n);
 int32_t nx_sampler_n_accepted(const nx_sampler *s);
 
 /* Runs the chain on one row of n_vocab logits (not modified) and writes the final
- * distribution.  Fails with a clear message when a logit is NaN or +inf, or when every logit
- * is -inf. */
+ * distribution.  Fails with a clear message when a logit is NaN or +inf, when every logit
+ * is -inf, or when the logit bias bans every token left or makes a logit +inf. */
 bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err);
 
 /* Draws a token from a distribution with the sampler's RNG (inverse CDF over the entries
@@ -103,8 +125,8 @@ bool nx_sampler_sample(nx_sampler *s, const float *logits, int32_t *token, nx_er
 int32_t nx_argmax(const float *logits, int32_t n);
 
 /* Log-probabilities for reporting (OpenAI logprobs): log-softmax at temperature 1 over the whole
- * vocabulary of the logits after this sampler's penalties (repeat / frequency / presence over
- * its current history; no top-k / top-p / min-p, no temperature).  Call before accepting
+ * vocabulary of the logits after this sampler's logit bias and penalties (repeat / frequency /
+ * presence over its current history; no top-k / top-p / min-p, no temperature).  Call before accepting
  * `token`: *lp = its log-probability; top_ids / top_lp (n_top <= NX_SAMPLER_MAX_TOP_LOGPROBS
  * entries) the most likely tokens, by decreasing probability, equal logits by lower id; *n_top_out
  * of them (fewer only when fewer tokens are finite).  A token at -inf has *lp = -inf.  Uses no

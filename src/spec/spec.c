@@ -648,6 +648,11 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
         }
         d = q->oracle[at];
         top = 1.0;
+    } else if (nx_sampler_all_banned(q->smp, logits)) {
+        /* the logit bias leaves no draft token (a reduced draft vocabulary of banned tokens):
+         * the target row still decides this position */
+        *stop = true;
+        return true;
     } else if (q->greedy) {
         if (!nx_sampler_sample(q->smp, logits, &d, err)) return false;
         top = 1.0;
