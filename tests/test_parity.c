@@ -40,13 +40,14 @@
 #include "quant/quant.h"
 #include "base/threads.h"
 
-#define MAX_MODELS 8
-#define MAX_CASES 32
+#define MAX_MODELS 16
+#define MAX_CASES 64
 
 typedef struct pmodel {
     char name[64], preset[16], type[16];
     uint64_t seed, fnv;
-    bool tied;              /* optional 6th field "tied": mkmodel --tie */
+    bool tied;              /* optional flag "tied": mkmodel --tie */
+    bool fused;             /* optional flag "fused": mkmodel --fuse-gate-up-exps (MoE presets) */
 } pmodel;
 
 typedef struct pcase {
@@ -125,10 +126,16 @@ static void read_manifest(void) {
             assert_true(n_models < MAX_MODELS);
             pmodel *m = &models[n_models++];
             unsigned long long seed, fnv;
-            char extra[16] = "";
-            int got = sscanf(line, "model %63s %15s %15s %llu %llx %15s", m->name, m->preset, m->type, &seed, &fnv, extra);
-            if (got < 5 || (got == 6 && strcmp(extra, "tied") != 0)) fail_msg("%s:%d: bad model line", path, ln);
-            m->tied = got == 6;
+            char f1[16] = "", f2[16] = "";
+            int got = sscanf(line, "model %63s %15s %15s %llu %llx %15s %15s", m->name, m->preset, m->type, &seed, &fnv,
+                             f1, f2);
+            if (got < 5) fail_msg("%s:%d: bad model line", path, ln);
+            for (int k = 0; k < got - 5; k++) {
+                const char *fl = k ? f2 : f1;
+                if (!strcmp(fl, "tied")) m->tied = true;
+                else if (!strcmp(fl, "fused")) m->fused = true;
+                else fail_msg("%s:%d: unknown model flag '%s'", path, ln, fl);
+            }
             m->seed = seed;
             m->fnv = fnv;
         } else if (!strcmp(kind, "case")) {
@@ -314,14 +321,15 @@ static void test_parity_all(void **state) {
         if (!nx_type_from_name(m->type, &t)) fail_msg("cases.txt: unknown type '%s'", m->type);
         const char *path = tu_tmp_path(m->name);
         nx_mk_options o = {.preset = m->preset, .type = (uint32_t)t, .seed = m->seed, .mtp = true,
-                           .tie = m->tied ? 1 : -1};
+                           .tie = m->tied ? 1 : -1, .fuse_gate_up = m->fused};
         if (!nx_mkmodel_write(&o, path, pool, &err)) fail_msg("%s: %s", m->name, err.msg);
         uint64_t h = fnv1a64_file(path);
         if (h != m->fnv)
-            fail_msg("%s: nextn mkmodel --preset %s --type %s --seed %llu%s now writes different bytes "
+            fail_msg("%s: nextn mkmodel --preset %s --type %s --seed %llu%s%s now writes different bytes "
                      "(fnv1a64 %016llx, fixtures were made from %016llx): regenerate tests/fixtures/parity "
                      "as described in tests/fixtures/README.md",
                      m->name, m->preset, m->type, (unsigned long long)m->seed, m->tied ? " --tie" : "",
+                     m->fused ? " --fuse-gate-up-exps" : "",
                      (unsigned long long)h,
                      (unsigned long long)m->fnv);
         nx_model *model;
