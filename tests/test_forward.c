@@ -2,7 +2,10 @@
  * reference written straight from docs/qwen35-reference.md §3-§5 (one token at a time, one
  * sequence), and the equivalences the engine promises: batch == token-by-token, two sequences
  * in one batch == each alone.  Model: the `tiny` preset (Hk=2 != Hv=4, GQA 4/2, D=128 != E/H=64,
- * 4 GDN + 2 attention layers), built in memory with F32 weights. */
+ * 4 GDN + 2 attention layers), built in memory with F32 weights. 
+ * The batching tests run again on `tiny-moe` (qwen35moe; its numerics against llama.cpp are
+ * pinned by test_parity and the MoE block by test_moe).
+ */
 #include "testutil.h"
 
 #include <math.h>
@@ -232,17 +235,20 @@ typedef struct fixture {
     nx_pool *pool;
 } fixture;
 
-static int setup(void **state) {
+static int setup_preset(void **state, const char *preset) {
     fixture *f = calloc(1, sizeof *f);
     nx_err err;
-    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 42, .mtp = true, .tie = -1};
+    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 42, .mtp = true, .tie = -1};
     if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, "tiny", true, &err)) fail_msg("%s", err.msg);
+    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
     f->pool = nx_pool_create(2, &err);
     assert_non_null(f->pool);
     *state = f;
     return 0;
 }
+
+static int setup(void **state) { return setup_preset(state, "tiny"); }
+static int setup_moe(void **state) { return setup_preset(state, "tiny-moe"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -468,5 +474,12 @@ int main(void) {
         cmocka_unit_test(test_logits_only_for_requested_rows),
         cmocka_unit_test(test_bad_batches_are_rejected_clearly),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest moe_tests[] = {
+        cmocka_unit_test(test_batch_equals_token_by_token),
+        cmocka_unit_test(test_two_sequences_in_one_batch_equal_each_alone),
+        cmocka_unit_test(test_logits_only_for_requested_rows),
+        cmocka_unit_test(test_bad_batches_are_rejected_clearly),
+    };
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
 }

@@ -1,6 +1,8 @@
 /* test_forward_cache.c - per-sequence memory: recurrent snapshot slots and O(1) rollback,
  * truncate-then-redecode == never decoded, sequence copy, memory accounting.  The `tiny`
- * preset in memory (F32 weights). */
+ * preset in memory (F32 weights). 
+ * Every test runs on `tiny` (qwen35) and on `tiny-moe` (qwen35moe).
+ */
 #include "testutil.h"
 
 #include <math.h>
@@ -21,16 +23,19 @@ typedef struct fixture {
     nx_pool *pool;
 } fixture;
 
-static int setup(void **state) {
+static int setup_preset(void **state, const char *preset) {
     fixture *f = calloc(1, sizeof *f);
     nx_err err;
-    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 5, .mtp = false, .tie = 1};
+    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 5, .mtp = false, .tie = 1};
     if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, "tiny", true, &err)) fail_msg("%s", err.msg);
+    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
     f->pool = nx_pool_create(2, &err);
     *state = f;
     return 0;
 }
+
+static int setup(void **state) { return setup_preset(state, "tiny"); }
+static int setup_moe(void **state) { return setup_preset(state, "tiny-moe"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -322,5 +327,16 @@ int main(void) {
         cmocka_unit_test(test_long_batch_snapshots_across_fused_groups),
         cmocka_unit_test(test_checkpoint_after_rollback),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest moe_tests[] = {
+        cmocka_unit_test(test_snapshot_rollback_equals_kept_tokens),
+        cmocka_unit_test(test_rollback_chain_and_reading_from_a_snapshot_slot),
+        cmocka_unit_test(test_rollback_limits),
+        cmocka_unit_test(test_truncate_then_redecode_equals_never_decoded),
+        cmocka_unit_test(test_copy_sequence),
+        cmocka_unit_test(test_memory_is_sized_from_n_ctx_and_n_seq),
+        cmocka_unit_test(test_long_batch_snapshots_across_fused_groups),
+        cmocka_unit_test(test_checkpoint_after_rollback),
+    };
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
 }

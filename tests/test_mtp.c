@@ -274,9 +274,9 @@ static void write_model(const char *path, const char *preset, uint32_t vocab, bo
     if (!nx_mkmodel_write(&o, path, NULL, &err)) fail_msg("%s", err.msg);
 }
 
-static void test_mtp_files(void **state) {
-    fixture *f = *state;
-    (void)f;
+/* Loading MTP weights from the model, an mtp-only sibling, --mtp-model; `preset` with `L` trunk
+ * layers (the MTP block is blk.L). */
+static void mtp_files(fixture *f, const char *preset, int L) {
     nx_err err;
     char dir[256];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("mtpdir"));
@@ -290,16 +290,18 @@ static void test_mtp_files(void **state) {
     snprintf(other, sizeof other, "%s/other-vocab.gguf", dir);
     snprintf(broken, sizeof broken, "%s/broken.gguf", dir);
     snprintf(nomtp, sizeof nomtp, "%s/nomtp.gguf", dir);
-    write_model(full, "tiny", 0, true, 7);
-    write_model(trunk, "tiny", 0, false, 7);
-    write_model(other, "tiny", 600, true, 7);
+    write_model(full, preset, 0, true, 7);
+    write_model(trunk, preset, 0, false, 7);
+    write_model(other, preset, 600, true, 7);
 
     /* mtp-only file: no trunk tensors, loads as an MTP head */
     if (!nx_mtp_extract(full, side, &err)) fail_msg("%s", err.msg);
     nx_gguf *g;
     assert_true(nx_gguf_open(&g, side, &err));
     assert_null(nx_gguf_find_tensor(g, "blk.0.attn_norm.weight"));
-    assert_non_null(nx_gguf_find_tensor(g, "blk.6.nextn.eh_proj.weight"));
+    char eh[64];
+    snprintf(eh, sizeof eh, "blk.%d.nextn.eh_proj.weight", L);
+    assert_non_null(nx_gguf_find_tensor(g, eh));
     nx_gguf_close(g);
     nx_model *tm, *fm;
     if (!nx_model_load(&tm, trunk, true, &err)) fail_msg("%s", err.msg);
@@ -335,7 +337,7 @@ static void test_mtp_files(void **state) {
     assert_non_null(strstr(err.msg, "other-vocab.gguf"));
     assert_non_null(strstr(err.msg, "vocabulary"));
     /* explicit file without an MTP block */
-    write_model(nomtp, "tiny", 0, false, 9);
+    write_model(nomtp, preset, 0, false, 9);
     assert_false(nx_mtp_head_open(&h, tm, trunk, nomtp, notice, sizeof notice, &err));
     assert_non_null(strstr(err.msg, "nextn_predict_layers"));
     /* a truncated file */
@@ -382,11 +384,16 @@ static void test_mtp_files(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_mtp_files(void **state) { mtp_files(*state, "tiny", 6); }
+/* qwen35moe: the MTP block is itself a MoE block; an mtp-only file keeps it whole */
+static void test_mtp_files_moe(void **state) { mtp_files(*state, "tiny-moe", 4); }
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mtp_matches_naive),
         cmocka_unit_test(test_mtp_bad_batch),
         cmocka_unit_test(test_mtp_files),
+        cmocka_unit_test(test_mtp_files_moe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

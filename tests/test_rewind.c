@@ -3,7 +3,9 @@
  *   (b) for every r <= R: verify [last, d1..dR] + rollback r  ==  decoding only the kept tokens
  *       (recurrent state of every GDN layer, attention KV length, and the logits of the next
  *       token), within 2e-5 absolute (batched vs single-row matmuls may differ in the last bits);
- *   rewinding beyond R restores a checkpoint and re-decodes, and says so. */
+ *   rewinding beyond R restores a checkpoint and re-decodes, and says so. 
+ * Every test runs on `tiny` (qwen35) and on `tiny-moe` (qwen35moe).
+ */
 #include "testutil.h"
 
 #include <math.h>
@@ -25,16 +27,19 @@ typedef struct fixture {
     nx_pool *pool;
 } fixture;
 
-static int setup(void **state) {
+static int setup_preset(void **state, const char *preset) {
     fixture *f = calloc(1, sizeof *f);
     nx_err err;
-    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 21, .mtp = false, .tie = 1};
+    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 21, .mtp = false, .tie = 1};
     if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, "tiny", true, &err)) fail_msg("%s", err.msg);
+    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
     f->pool = nx_pool_create(2, &err);
     *state = f;
     return 0;
 }
+
+static int setup(void **state) { return setup_preset(state, "tiny"); }
+static int setup_moe(void **state) { return setup_preset(state, "tiny-moe"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -191,5 +196,11 @@ int main(void) {
         cmocka_unit_test(test_rollback_limits),
         cmocka_unit_test(test_rewind_checkpoint),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest moe_tests[] = {
+        cmocka_unit_test(test_verify_rollback_every_r),
+        cmocka_unit_test(test_rollback_limits),
+        cmocka_unit_test(test_rewind_checkpoint),
+    };
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
 }

@@ -9,7 +9,10 @@
  *      2e5 draws (chi-square), a point-mass draft ("accept if equal") would not; and end to end,
  *      the first token a speculative step emits follows the target's distribution.
  *  Also: the bookkeeping invariant after every step, the cost model falling back to plain
- *  decoding when nothing is accepted, and bad parameters. */
+ *  decoding when nothing is accepted, and bad parameters.
+ *  The speculative tests run twice: on the dense `tiny` preset (qwen35) and on `tiny-moe`
+ *  (qwen35moe: MoE FFN in the trunk and in the MTP block, untied head), the latter on 48 of the
+ *  200 prompts. */
 #include "testutil.h"
 
 #include <math.h>
@@ -28,6 +31,7 @@
 enum { N_PROMPTS = 200, MAX_PROMPT = 4, GEN = 7, NSEQ = 8, NCTX = 24 };
 
 typedef struct fixture {
+    int n_prompts;          /* prompts the loops below use (<= N_PROMPTS) */
     nx_mk_memory mem;
     nx_model model;
     nx_mtp_head *head;
@@ -56,12 +60,13 @@ static void plain_greedy(fixture *f, nx_ctx *c, int pi) {
     }
 }
 
-static int setup(void **state) {
+static int setup_preset(void **state, const char *preset, int n_prompts) {
     fixture *f = calloc(1, sizeof *f);
     nx_err err;
-    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 31, .mtp = true, .n_vocab = 300, .tie = 0};
+    f->n_prompts = n_prompts;
+    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 31, .mtp = true, .n_vocab = 300, .tie = 0};
     if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, "tiny", true, &err)) fail_msg("%s", err.msg);
+    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
     char notice[128];
     if (!nx_mtp_head_open(&f->head, &f->model, NULL, NULL, notice, sizeof notice, &err) || !f->head)
         fail_msg("%s", err.msg);
@@ -72,7 +77,7 @@ static int setup(void **state) {
     p.n_ctx = NCTX;
     nx_ctx *c;
     if (!nx_ctx_create(&c, &f->model, &p, f->pool, &err)) fail_msg("%s", err.msg);
-    for (int i = 0; i < N_PROMPTS; i++) {
+    for (int i = 0; i < f->n_prompts; i++) {
         f->n_prompt[i] = 1 + (int32_t)(tu_rng_u64(&rng) % MAX_PROMPT);
         for (int j = 0; j < f->n_prompt[i]; j++) f->prompt[i][j] = (int32_t)(tu_rng_u64(&rng) % f->model.hp.n_vocab);
         plain_greedy(f, c, i);
@@ -81,6 +86,9 @@ static int setup(void **state) {
     *state = f;
     return 0;
 }
+
+static int setup(void **state) { return setup_preset(state, "tiny", N_PROMPTS); }
+static int setup_moe(void **state) { return setup_preset(state, "tiny-moe", 48); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -186,9 +194,9 @@ static void test_greedy_spec_equals_plain(void **state) {
     for (size_t k = 0; k < sizeof Ns / sizeof Ns[0]; k++) {
         run_totals tot = {0};
         /* several sequences: all 200 prompts in groups of 8, alternating draft sources */
-        for (int p0 = 0; p0 < N_PROMPTS; p0 += NSEQ) spec_group(f, p0, NSEQ, Ns[k], (p0 / NSEQ) % 2 == 1, &rng, &tot);
+        for (int p0 = 0; p0 < f->n_prompts; p0 += NSEQ) spec_group(f, p0, NSEQ, Ns[k], (p0 / NSEQ) % 2 == 1, &rng, &tot);
         /* one sequence: every 20th prompt, both draft sources */
-        for (int p0 = 0; p0 < N_PROMPTS; p0 += 20) spec_group(f, p0, 1, Ns[k], p0 % 40 == 0, &rng, &tot);
+        for (int p0 = 0; p0 < f->n_prompts; p0 += 20) spec_group(f, p0, 1, Ns[k], p0 % 40 == 0, &rng, &tot);
         printf("N=%d: %lld tokens compared, drafted %lld, accepted %lld, %lld steps accepted all drafts\n", Ns[k],
                (long long)tot.compared, (long long)tot.drafted, (long long)tot.accepted, (long long)tot.full_accepts);
         assert_true(tot.accepted > 0 && tot.accepted < tot.drafted && tot.full_accepts > 0);
@@ -917,7 +925,7 @@ static void test_draft_vocab_permuted_whole(void **state) {
     trace a, b;
     int64_t drafts = 0;
     for (int k = 0; k < 2; k++)
-        for (int pi = 0; pi < N_PROMPTS; pi += 40) {
+        for (int pi = 0; pi < f->n_prompts; pi += 40) {
             run_trace(f, f->head, f->prompt[pi], f->n_prompt[pi], &smps[k], 3, NULL, &a);
             run_trace(f, perm, f->prompt[pi], f->n_prompt[pi], &smps[k], 3, NULL, &b);
             assert_int_equal(a.n_drafts, b.n_drafts);
@@ -946,7 +954,7 @@ static void test_draft_vocab_subset_greedy(void **state) {
     nx_mtp_head *red = head_with_vocab(f, ids, K);
     nx_sampler_params g = nx_sampler_greedy_params();
     int64_t drafts = 0, differ = 0;
-    for (int pi = 0; pi < N_PROMPTS; pi += 20) {
+    for (int pi = 0; pi < f->n_prompts; pi += 20) {
         trace a, b;
         run_trace(f, red, f->prompt[pi], f->n_prompt[pi], &g, 3, in, &b);
         run_trace(f, f->head, f->prompt[pi], f->n_prompt[pi], &g, 3, NULL, &a);
@@ -1062,5 +1070,16 @@ int main(void) {
         cmocka_unit_test(test_draft_vocab_sampling_end_to_end),
         cmocka_unit_test(test_draft_vocab_bad),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest moe_tests[] = {
+        cmocka_unit_test(test_greedy_spec_equals_plain),
+        cmocka_unit_test(test_continuous_batching),
+        cmocka_unit_test(test_spec_sampling_end_to_end),
+        cmocka_unit_test(test_cost_model_falls_back),
+        cmocka_unit_test(test_driver_without_mtp),
+        cmocka_unit_test(test_draft_vocab_head_logits),
+        cmocka_unit_test(test_draft_vocab_subset_greedy),
+        cmocka_unit_test(test_draft_vocab_sampling_end_to_end),
+    };
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
 }

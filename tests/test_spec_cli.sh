@@ -54,4 +54,20 @@ check "run --spec mtp with a mismatched --mtp-model" \
   '! "$NEXTN" run -m "$tmp/full.gguf" $R --spec mtp --mtp-model "$tmp/v600.gguf" >/dev/null 2>"$tmp/out" && has "vocabulary"'
 check "bench --spec mtp" \
   '"$NEXTN" bench -m "$tmp/full.gguf" --spec mtp -p 8 -n 16 -r 1 -t 1 >"$tmp/out" 2>&1 && has "speedup" && has "outputs identical"'
+# qwen35moe (tiny-moe): speculative == plain through the CLI, the MoE MTP block from the file, a
+# sibling mtp-only file, the oracle and the server engine's path (bench --spec mtp)
+"$NEXTN" mkmodel --preset tiny-moe --seed 3 -o "$tmp/moe.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel tiny-moe"; exit 1; }
+mkdir "$tmp/moedir"
+"$NEXTN" mkmodel --preset tiny-moe --seed 3 --no-mtp -o "$tmp/moedir/model.gguf" >/dev/null 2>&1 || exit 1
+check "MoE: greedy spec == plain (spec-bench)" \
+  '"$NEXTN" spec-bench -m "$tmp/moe.gguf" $B --seqs 2 --no-adaptive >"$tmp/out" 2>&1 && has "outputs identical"'
+check "MoE: oracle acceptance 100%" \
+  '"$NEXTN" spec-bench -m "$tmp/moe.gguf" $B --spec-oracle >"$tmp/out" 2>&1 && has "acceptance 100.0%"'
+check "MoE: mtp-extract keeps the MoE MTP block, found as a sibling" \
+  '"$NEXTN" mtp-extract "$tmp/moe.gguf" "$tmp/moedir/mtp-model.gguf" >"$tmp/out" 2>&1 && "$NEXTN" spec-bench -m "$tmp/moedir/model.gguf" $B >"$tmp/out" 2>&1 && has "MTP head from $tmp/moedir/mtp-model.gguf" && has "outputs identical"'
+"$NEXTN" run -m "$tmp/moe.gguf" $R >"$tmp/plain.txt" 2>/dev/null
+check "MoE: run --spec mtp == plain run (greedy ids)" \
+  '"$NEXTN" run -m "$tmp/moe.gguf" $R --spec mtp --draft-max 3 >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt" && has "acceptance"'
+check "MoE: bench --spec mtp" \
+  '"$NEXTN" bench -m "$tmp/moe.gguf" --spec mtp -p 8 -n 16 -r 1 -t 1 >"$tmp/out" 2>&1 && has "outputs identical"'
 exit $fail
