@@ -124,6 +124,9 @@ int cmd_bench(int argc, char **argv) {
 
     printf("model: %s (%.1f MiB weights, n_vocab %d, n_embd %d, n_layer %d), threads %d\n", model_path,
            info.weight_bytes / NX_MIB, info.n_vocab, info.n_embd, info.n_layer, nextn_n_threads(ctx));
+    if (info.n_expert > 0)
+        printf("mixture of experts: %d of %d experts per token, %.1f MiB of weights read per token\n",
+               info.n_expert_used, info.n_expert, info.active_bytes / NX_MIB);
     double warm;
     if ((n_prompt > 0 && !run_pp(ctx, ids, n_prompt, &warm)) || (n_gen > 0 && !run_tg(ctx, ids, 1, &warm)))
         goto done;
@@ -138,6 +141,13 @@ int cmd_bench(int argc, char **argv) {
         for (int r = 0; r < reps; r++)
             if (!run_tg(ctx, ids, n_gen, &secs[r])) goto done;
         print_row("tg", n_gen, secs, reps);
+        /* weight bytes decoding reads per second at the median (the roofline yardstick) */
+        double tps[64], med, lo, hi;
+        const int n = reps < 64 ? reps : 64;
+        for (int r = 0; r < n; r++) tps[r] = secs[r] > 0 ? n_gen / secs[r] : 0.0;
+        nx_cli_stats(tps, n, &med, &lo, &hi);
+        printf("tg reads %.2f GB/s of weights at the median (%.1f MiB per token)\n",
+               med * (double)info.active_bytes / 1e9, info.active_bytes / NX_MIB);
     }
     nextn_memory mem;
     nextn_context_memory(ctx, &mem);

@@ -63,6 +63,9 @@ typedef struct nextn_model_info {
     bool has_mtp;              /* the file has an MTP block */
     bool has_tokenizer;
     uint64_t weight_bytes;     /* bytes of the trunk weights */
+    uint64_t active_bytes;     /* of which one token's forward pass reads (mixture of experts: k of the
+                                  n experts of each layer; = weight_bytes for dense models) */
+    int32_t n_expert, n_expert_used; /* experts per layer and routed per token (0 for dense models) */
     uint64_t file_bytes;
 } nextn_model_info;
 

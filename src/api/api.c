@@ -125,6 +125,9 @@ void nextn_model_get_info(const nextn_model *m, nextn_model_info *info) {
     info->has_mtp = hp->n_mtp > 0;
     info->has_tokenizer = m->tok != NULL;
     info->weight_bytes = m->model->weight_bytes;
+    info->active_bytes = nx_model_active_bytes(m->model);
+    info->n_expert = hp->moe ? (int32_t)hp->n_expert : 0;
+    info->n_expert_used = hp->moe ? (int32_t)hp->n_expert_used : 0;
     info->file_bytes = m->file_bytes;
 }
 

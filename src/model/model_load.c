@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/model.h"
 
@@ -130,6 +132,21 @@ static bool gguf_lookup(void *user, const char *name, nx_tensor_info *out) {
     return true;
 }
 
+/* Maps the tensor data into the page tables before the first forward pass, as llama.cpp's
+ * loader does (MAP_POPULATE): otherwise every first touch of a weight page faults, and a mixture
+ * of experts keeps touching experts for the first time over many tokens.  Only when the file fits
+ * comfortably in memory; best effort (no error: the pages still fault in on demand). */
+static void prefault(const nx_gguf *g) {
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psz <= 0 || g->size > (uint64_t)pages * (uint64_t)psz / 2) return;
+    const uintptr_t a = (uintptr_t)g->base + g->data_offset, lo = a & ~(uintptr_t)(psz - 1);
+    const size_t len = (size_t)((uintptr_t)g->base + g->size - lo);
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)lo, len, MADV_POPULATE_READ) == 0) return;
+#endif
+    madvise((void *)lo, len, MADV_WILLNEED);
+}
+
 bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err) {
     *out = NULL;
     nx_gguf *g = NULL;
@@ -142,6 +159,7 @@ bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err)
         return false;
     }
     m->gguf = g;
+    prefault(g);
     *out = m;
     return true;
 }
