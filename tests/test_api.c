@@ -98,6 +98,7 @@ static void test_info_and_context(void **state) {
     assert_true(info.n_embd > 0 && info.n_layer > 0);
     assert_true(info.has_tokenizer);
     assert_true(info.weight_bytes > 0 && info.file_bytes >= info.weight_bytes);
+    assert_true(info.active_bytes == info.weight_bytes && info.n_expert == 0 && info.n_expert_used == 0); /* dense */
     nextn_context *c = make_ctx(64, 2);
     assert_int_equal(nextn_n_ctx(c), 64);
     assert_int_equal(nextn_n_seq(c), 2);
