@@ -85,6 +85,19 @@ check "llama-perplexity fixture: the 8 running values agree to 1e-4" \
       'paste <(grep "^\[1\]" "$tmp/l.out" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") <(echo "$want_running" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") |
        awk "{ n++; d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-4 * \$2) bad++ } END { exit (bad > 0 || n != 8) }"'
 
+# ---- the same for qwen35moe (tiny-moe, seed 42, the model of the MoE parity fixtures)
+"$NEXTN" mkmodel --preset tiny-moe --type f32 --seed 42 -o "$tmp/m42.gguf" >/dev/null 2>&1
+"$NEXTN" perplexity -m "$tmp/m42.gguf" -f "$fx/text.txt" -c 64 --chunks 8 >"$tmp/m.out" 2>"$tmp/m.err"
+want_running=$(sed -n 1p "$fx/llama-perplexity-moe.txt")
+want_ppl=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\)$/\1/p' "$fx/llama-perplexity-moe.txt")
+want_err=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\)$/\2/p' "$fx/llama-perplexity-moe.txt")
+check "MoE: llama-perplexity fixture: final PPL and +/- agree" \
+      'close "$(sed -n "s/^Final estimate: PPL = \([0-9.]*\) .*/\1/p" "$tmp/m.out")" "$want_ppl" 1e-4 &&
+       close "$(sed -n "s/^Final estimate: PPL = [0-9.]* +\/- \([0-9.]*\)$/\1/p" "$tmp/m.out")" "$want_err" 1e-3'
+check "MoE: llama-perplexity fixture: the 8 running values agree to 1e-4" \
+      'paste <(grep "^\[1\]" "$tmp/m.out" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") <(echo "$want_running" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") |
+       awk "{ n++; d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-4 * \$2) bad++ } END { exit (bad > 0 || n != 8) }"'
+
 # ---- errors
 check "too few tokens exits 1 and names the need" \
       'out=$("$NEXTN" perplexity -m "$model" --tokens 1,2,3,4,5 -c 4 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "need at least 2 \* n_ctx = 8 tokens"'
