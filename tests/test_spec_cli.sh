@@ -68,6 +68,8 @@ check "MoE: mtp-extract keeps the MoE MTP block, found as a sibling" \
 "$NEXTN" run -m "$tmp/moe.gguf" $R >"$tmp/plain.txt" 2>/dev/null
 check "MoE: run --spec mtp == plain run (greedy ids)" \
   '"$NEXTN" run -m "$tmp/moe.gguf" $R --spec mtp --draft-max 3 >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt" && has "acceptance"'
+check "MoE: bench reports the experts and the bytes a token reads" \
+  '"$NEXTN" bench -m "$tmp/moe.gguf" -p 8 -n 8 -r 1 -t 1 >"$tmp/out" 2>&1 && has "mixture of experts: 2 of 8 experts per token, 19.1 MiB of weights read per token" && has "tg reads"'
 check "MoE: bench --spec mtp" \
   '"$NEXTN" bench -m "$tmp/moe.gguf" --spec mtp -p 8 -n 16 -r 1 -t 1 >"$tmp/out" 2>&1 && has "outputs identical"'
 exit $fail

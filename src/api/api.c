@@ -79,12 +79,6 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
         free(m);
         return pass(err, &ie);
     }
-    if (m->model->hp.moe) { /* the MoE FFN of the forward pass is not in this build yet */
-        snprintf(ie.msg, sizeof ie.msg, "%s: qwen35moe files load (nextn info) but cannot run in this build yet", path);
-        nx_model_free(m->model);
-        free(m);
-        return pass(err, &ie);
-    }
     struct stat st;
     m->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     if (nx_gguf_find_kv(m->model->gguf, "tokenizer.ggml.model")) {

@@ -79,6 +79,7 @@ void nx_ctx_free(nx_ctx *c) {
     nx_kv_free(&c->kv);
     nx_rstate_free(&c->rs);
     nx_matmul_scratch_free(&c->run.mm);
+    nx_moe_scratch_free(&c->run.moe);
     free(c);
 }
 
@@ -202,8 +203,9 @@ static void swiglu_fn(void *p, int ith, int nth) {
     else for (int64_t i = b; i < e; i++) st->g[i] = nx_silu(st->g[i]) * st->u[i];
 }
 
-/* SwiGLU FFN: out = down(silu(gate(in)) * up(in)). */
+/* SwiGLU FFN: out = down(silu(gate(in)) * up(in)); qwen35moe: the mixture of experts (moe.h). */
 static bool ffn(nx_fwd *f, const nx_layer *l, nx_err *err) {
+    if (l->is_moe) return nx_moe_ffn(f->pool, &f->moe, f->hp, &l->moe, f->in, f->rows.T, f->out, err);
     const int T = f->rows.T;
     const nx_ffn_buf *b = &f->ffn;
     if (!nx_matmul(f->pool, &f->mm, &l->ffn_gate, f->in, T, b->gate, err) ||
@@ -313,7 +315,7 @@ nx_ctx_memory nx_ctx_memory_usage(const nx_ctx *c) {
     nx_ctx_memory m = {nx_kv_bytes(&c->kv), nx_rstate_bytes(&c->rs),
                        c->scratch_bytes + (size_t)c->cap_logits * c->model->hp.n_vocab * sizeof(float) +
                            (size_t)c->run.n_threads * NX_ATTN_MAX_Q * (size_t)c->params.n_ctx * sizeof(float) +
-                           c->run.mm.cap};
+                           c->run.mm.cap + nx_moe_scratch_bytes(&c->run.moe)};
     return m;
 }
 

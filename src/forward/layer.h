@@ -14,6 +14,7 @@
 #include "base/threads.h"
 #include "forward/gdn.h"
 #include "forward/kv_cache.h"
+#include "forward/moe.h"
 #include "model/model.h"
 #include "quant/matmul.h"
 
@@ -61,6 +62,7 @@ typedef struct nx_fwd {
     nx_attn_buf attn;
     nx_gdn_buf gdn;
     nx_ffn_buf ffn;
+    nx_moe_scratch moe;     /* the mixture-of-experts FFN's own scratch (qwen35moe), grown with the batch */
     float *att_scores;      /* [n_threads][NX_ATTN_MAX_Q][n_ctx] attention scores (attn_avx512.h) */
 } nx_fwd;
 
