@@ -76,7 +76,7 @@ bool nx_tokenizer_from_gguf(nx_tokenizer **out, const nx_gguf *g, nx_err *err) {
          nx_gguf_get_bool_or(g, "tokenizer.ggml.add_bos_token", false, &d.add_bos, err) &&
          nx_gguf_get_bool_or(g, "tokenizer.ggml.add_eos_token", false, &d.add_eos, err);
     if (ok && nx_gguf_find_kv(g, NX_KEY_NORMALIZER_NFC)) {
-        bool nfc;
+        bool nfc = false;
         ok = nx_gguf_get_bool_or(g, NX_KEY_NORMALIZER_NFC, false, &nfc, err);
         d.normalizer = nfc ? NX_NORM_NFC : NX_NORM_NONE;
     }
