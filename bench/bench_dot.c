@@ -184,7 +184,8 @@ int main(int argc, char **argv) {
     printf("|------|-----|-----:|------:|------:|----:|------:|------:|----:|\n");
 
     const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q5_0,
-                             NX_TYPE_Q4_1, NX_TYPE_Q5_1, NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32};
+                             NX_TYPE_Q4_1, NX_TYPE_Q5_1, NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32,
+                             NX_TYPE_Q2_K, NX_TYPE_Q3_K, NX_TYPE_IQ4_XS, NX_TYPE_IQ4_NL};
     static float x[4 * IN];
     for (int i = 0; i < 4 * IN; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
     for (size_t ti = 0; ti < NX_ARRAY_LEN(types); ti++) {

@@ -117,6 +117,9 @@ static const char *type_name(uint32_t type, char *buf, size_t cap) {
     return buf;
 }
 
+/* Bits per weight of `bytes` holding `params` values (0 for none). */
+static double bpw(uint64_t bytes, uint64_t params) { return params ? 8.0 * (double)bytes / (double)params : 0.0; }
+
 static void human(char *buf, size_t cap, uint64_t bytes) {
     if (bytes >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
     else if (bytes >= (1ull << 20)) snprintf(buf, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
@@ -218,10 +221,13 @@ static int print_json(const nx_gguf *g, const char *path, bool tensors) {
             bt = cJSON_AddObjectToObject(by_type, tn);
             cJSON_AddNumberToObject(bt, "tensors", 0);
             cJSON_AddNumberToObject(bt, "bytes", 0);
+            cJSON_AddNumberToObject(bt, "parameters", 0);
         }
         cJSON *c = cJSON_GetObjectItemCaseSensitive(bt, "tensors"), *b = cJSON_GetObjectItemCaseSensitive(bt, "bytes");
+        cJSON *pn = cJSON_GetObjectItemCaseSensitive(bt, "parameters");
         cJSON_SetNumberValue(c, c->valuedouble + 1);
         cJSON_SetNumberValue(b, b->valuedouble + (double)ts->nbytes);
+        cJSON_SetNumberValue(pn, pn->valuedouble + (double)(ts->ne[0] * ts->ne[1] * ts->ne[2] * ts->ne[3]));
         if (!tens) continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "name", json_str(ts->name));
@@ -236,6 +242,11 @@ static int print_json(const nx_gguf *g, const char *path, bool tensors) {
     cJSON_AddItemToObject(tot, "tensors", json_u64(g->n_tensors));
     cJSON_AddItemToObject(tot, "parameters", json_u64(params));
     cJSON_AddItemToObject(tot, "bytes", json_u64(bytes));
+    cJSON_AddNumberToObject(tot, "bits_per_weight", bpw(bytes, params));
+    for (cJSON *bt = by_type->child; bt; bt = bt->next) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(bt, "bytes"), *pn = cJSON_GetObjectItemCaseSensitive(bt, "parameters");
+        cJSON_AddNumberToObject(bt, "bits_per_weight", pn->valuedouble > 0 ? 8.0 * b->valuedouble / pn->valuedouble : 0.0);
+    }
     cJSON_AddItemToObject(tot, "by_type", by_type);
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -390,14 +401,16 @@ int cmd_info(int argc, char **argv) {
 
     /* totals per type, in type-id order */
     uint64_t params = 0, bytes = 0;
-    uint64_t per_count[64] = {0}, per_bytes[64] = {0};
+    uint64_t per_count[64] = {0}, per_bytes[64] = {0}, per_params[64] = {0};
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const nx_gguf_tensor *ts = &g->tensors[i];
-        params += ts->ne[0] * ts->ne[1] * ts->ne[2] * ts->ne[3]; /* each product < 2^63 (reader) */
+        const uint64_t n = ts->ne[0] * ts->ne[1] * ts->ne[2] * ts->ne[3]; /* each product < 2^63 (reader) */
+        params += n;
         bytes += ts->nbytes;
         uint32_t ty = ts->type < 64 ? ts->type : 63; /* known ids are < 43 (gguf_types.c) */
         per_count[ty]++;
         per_bytes[ty] += ts->nbytes;
+        per_params[ty] += n;
     }
 
     if (tensors) {
@@ -420,13 +433,15 @@ int cmd_info(int argc, char **argv) {
     }
 
     human(hb, sizeof hb, bytes);
-    printf("\ntotals: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes (%s)\n", g->n_tensors, params,
-           bytes, hb);
+    printf("\ntotals: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes (%s), %.2f bits per weight\n",
+           g->n_tensors, params, bytes, hb, bpw(bytes, params));
+    /* the type mix: per type its tensors, bytes, share of the parameters and bits per weight */
     for (uint32_t ty = 0; ty < 64; ty++) {
         if (!per_count[ty]) continue;
         human(hb, sizeof hb, per_bytes[ty]);
-        printf("  %-8s %6" PRIu64 " %-7s %14" PRIu64 " bytes (%s)\n", type_name(ty, tb, sizeof tb), per_count[ty],
-               per_count[ty] == 1 ? "tensor" : "tensors", per_bytes[ty], hb);
+        printf("  %-8s %6" PRIu64 " %-7s %14" PRIu64 " bytes (%s), %5.1f %% of parameters, %5.2f bpw\n",
+               type_name(ty, tb, sizeof tb), per_count[ty], per_count[ty] == 1 ? "tensor" : "tensors", per_bytes[ty], hb,
+               params ? 100.0 * (double)per_params[ty] / (double)params : 0.0, bpw(per_bytes[ty], per_params[ty]));
     }
     print_model_summary(g);
     free(t.p);

@@ -11,11 +11,15 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: nextn quantize IN.gguf OUT.gguf TYPE [-t N] [--force] [-q]\n"
+            "usage: nextn quantize IN.gguf OUT.gguf TYPE [--tensor-type PATTERN=T]... [-t N] [--force] [-q]\n"
             "\n"
             "Re-quantises a GGUF with llama.cpp's per-tensor rules (llama-quantize without imatrix).\n"
-            "  TYPE        %s (q4_k_m: q4_K, with q6_K for the head and for\n"
-            "              attn_v/attn_qkv/ffn_down on llama.cpp's \"more bits\" layers)\n"
+            "  TYPE        %s\n"
+            "              (q4_k_m: q4_K, with q6_K for the head and for attn_v/attn_qkv/ffn_down on\n"
+            "              llama.cpp's \"more bits\" layers; docs/convert.md lists every mix's rules)\n"
+            "  --tensor-type PATTERN=T\n"
+            "              tensors whose name matches PATTERN (extended regex) get type T instead of\n"
+            "              the mix's rules, as llama-quantize's --tensor-type (repeatable; first match)\n"
             "  -t N        threads (default: NEXTN_THREADS or all CPUs)\n"
             "  --force     replace an existing OUT.gguf\n"
             "  -q          no progress output\n",
@@ -39,6 +43,10 @@ static void on_progress(void *user, uint64_t done, uint64_t total, const char *t
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3] = {0};
     int n_pos = 0, threads = 0;
+    enum { MAX_OV = 64 };
+    static nx_quant_override ov[MAX_OV];
+    size_t n_ov = 0;
+    nx_err err;
     bool force = false, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -48,6 +56,13 @@ int cmd_quantize(int argc, char **argv) {
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < 1 || v > 1024) { fprintf(stderr, "nextn quantize: -t wants 1..1024\n"); return 2; }
             threads = (int)v;
+        } else if (!strcmp(a, "--tensor-type") && i + 1 < argc) {
+            if (n_ov == MAX_OV) { fprintf(stderr, "nextn quantize: at most %d --tensor-type options\n", MAX_OV); return 2; }
+            if (!nx_quant_override_parse(argv[++i], &ov[n_ov], &err)) {
+                fprintf(stderr, "nextn quantize: --tensor-type: %s\n", err.msg);
+                return 2;
+            }
+            n_ov++;
         } else if (!strcmp(a, "--force")) force = true;
         else if (!strcmp(a, "-q")) quiet = true;
         else if (a[0] == '-' && a[1]) {
@@ -68,11 +83,10 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "nextn quantize: %s exists (use --force to replace it)\n", pos[1]);
         return 1;
     }
-    nx_err err;
     nx_pool *pool = nx_pool_create(threads, &err);
     if (!pool) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
     qprogress p = {.t0 = nx_time_s(), .quiet = quiet, .tty = isatty(2)};
-    bool ok = nx_quantize_file(pos[0], pos[1], mix, pool, on_progress, &p, &err);
+    bool ok = nx_quantize_file_ov(pos[0], pos[1], mix, ov, n_ov, pool, on_progress, &p, &err);
     nx_pool_free(pool);
     if (!quiet && p.tty) fprintf(stderr, "\n");
     if (!ok) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }

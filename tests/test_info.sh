@@ -20,6 +20,11 @@ check "tensor table" 'has "0  token_embd.weight    f32      [64, 1000]" && grep 
 # bytes 256000 + 256 + (4096/32)*34 + (2048/256)*144 + 64*2 = 261888
 check "totals" 'has "totals: 5 tensors, 70272 parameters, 261888 bytes"'
 check "bytes per type" 'grep -E "^  q8_0 +1 tensor +4352 bytes" "$tmp/out" >/dev/null && grep -E "^  f32 +2 tensors +256256 bytes" "$tmp/out" >/dev/null'
+# bits per weight: 261888 * 8 / 70272 = 29.81; q8_0 4352 * 8 / 4096 = 8.50 (5.8 % of the parameters),
+# q4_K 1152 * 8 / 2048 = 4.50 (2.9 %)
+check "bits per weight, total and per type" 'has "261888 bytes (255.8 KiB), 29.81 bits per weight" &&
+      grep -E "^  q8_0 +1 tensor +4352 bytes \(4\.2 KiB\), +5\.8 % of parameters, +8\.50 bpw$" "$tmp/out" >/dev/null &&
+      grep -E "^  q4_K +1 tensor +1152 bytes \(1\.1 KiB\), +2\.9 % of parameters, +4\.50 bpw$" "$tmp/out" >/dev/null'
 check "--no-tensors keeps totals, drops table" '"$NEXTN" info --no-tensors "$tmp/s.gguf" >"$tmp/out" && ! grep -q "token_embd.weight" "$tmp/out" && has "totals: 5 tensors"'
 check "--full prints every element" '"$NEXTN" info --full "$tmp/s.gguf" >"$tmp/out" && has "\"tok999\"]"'
 check "v2 and custom alignment" '"$NEXTN" gguf-sample --version 2 --alignment 64 "$tmp/v2.gguf" && "$NEXTN" info "$tmp/v2.gguf" >"$tmp/out" && has "GGUF v2, alignment 64" && has "general.alignment          uint32    64"'
@@ -33,7 +38,9 @@ check "--json parses and matches" 'node -e "
     kv[\"tokenizer.ggml.tokens\"].count === 1000 && kv[\"tokenizer.ggml.tokens\"].value[999] === \"tok999\" &&
     kv[\"sample.scores\"].value[3] === -1e9 && kv[\"sample.flags\"].value[1] === false &&
     j.tensors.length === 5 && j.tensors[3].type === \"q4_K\" && j.tensors[3].shape.join() === \"256,8\" &&
-    j.totals.parameters === 70272 && j.totals.bytes === 261888 && j.totals.by_type.q8_0.bytes === 4352;
+    j.totals.parameters === 70272 && j.totals.bytes === 261888 && j.totals.by_type.q8_0.bytes === 4352 &&
+    j.totals.by_type.q8_0.parameters === 4096 && j.totals.by_type.q8_0.bits_per_weight === 8.5 &&
+    Math.abs(j.totals.bits_per_weight - 261888 * 8 / 70272) < 1e-9;
   process.exit(ok ? 0 : 1);" "$tmp/out"'
 
 # a file written by llama.cpp's C writer: values are the constants of its examples/gguf program

@@ -20,11 +20,11 @@
 #include "quant/quant.h"
 #include "convert/quantize.h"
 
-static char made[16][512];
+static char made[40][512];
 static int n_made;
 
 static const char *tmp(const char *tag) {
-    assert_true(n_made < 16);
+    assert_true(n_made < 40);
     snprintf(made[n_made], sizeof made[0], "%s", tu_tmp_path(tag));
     return made[n_made++];
 }
@@ -39,20 +39,30 @@ static const char *tiny_f16(void) {
     return path;
 }
 
-static void check_tiny_mix(const char *mix_name) {
+/* The overrides of the "dynamic" mix fixture (tiny-dyn.types: llama-quantize with the same
+ * --tensor-type options on top of Q3_K_M). */
+static const char *const dyn_overrides[] = {
+    "ffn_up=iq4_xs", "ffn_gate=q2_k", "attn_qkv=iq4_nl", "blk\\.[0-2]\\.ffn_down=q8_0", "ssm_out=q5_k", "attn_gate=q4_k",
+};
+
+static void check_tiny_mix_ov(const char *mix_name, const char *fixture, const char *const *ov_args, size_t n_ov) {
     const nx_quant_mix *mix = nx_quant_mix_find(mix_name);
     assert_non_null(mix);
-    const char *out = tmp(mix_name);
+    const char *out = tmp(fixture);
     nx_err err;
+    nx_quant_override ov[8];
+    assert_true(n_ov <= 8);
+    for (size_t i = 0; i < n_ov; i++)
+        if (!nx_quant_override_parse(ov_args[i], &ov[i], &err)) fail_msg("%s", err.msg);
     nx_pool *pool = nx_pool_create(2, &err);
-    if (!nx_quantize_file(tiny_f16(), out, mix, pool, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    if (!nx_quantize_file_ov(tiny_f16(), out, mix, ov, n_ov, pool, NULL, NULL, &err)) fail_msg("%s", err.msg);
     nx_pool_free(pool);
     nx_gguf *in, *q;
     assert_true(nx_gguf_open(&in, tiny_f16(), &err));
     assert_true(nx_gguf_open(&q, out, &err));
     /* types and order as llama-quantize */
     char path[256];
-    snprintf(path, sizeof path, "tests/fixtures/quantize/tiny-%s.types", mix_name);
+    snprintf(path, sizeof path, "tests/fixtures/quantize/tiny-%s.types", fixture);
     size_t len;
     char *want = tu_read_file(tu_src_path(path), &len);
     assert_non_null(want);
@@ -96,24 +106,38 @@ static void check_tiny_mix(const char *mix_name) {
     nx_gguf_close(q);
 }
 
+static void check_tiny_mix(const char *mix_name) { check_tiny_mix_ov(mix_name, mix_name, NULL, 0); }
+
 static void test_tiny_q8_0(void **s) { (void)s; check_tiny_mix("q8_0"); }
 static void test_tiny_q4_0(void **s) { (void)s; check_tiny_mix("q4_0"); }
 static void test_tiny_q5_0(void **s) { (void)s; check_tiny_mix("q5_0"); }
 static void test_tiny_q6_k(void **s) { (void)s; check_tiny_mix("q6_k"); }
 static void test_tiny_q4_k_m(void **s) { (void)s; check_tiny_mix("q4_k_m"); }
+static void test_tiny_q2_k(void **s) { (void)s; check_tiny_mix("q2_k"); }
+static void test_tiny_q3_k_s(void **s) { (void)s; check_tiny_mix("q3_k_s"); }
+static void test_tiny_q3_k_m(void **s) { (void)s; check_tiny_mix("q3_k_m"); }
+static void test_tiny_q3_k_l(void **s) { (void)s; check_tiny_mix("q3_k_l"); }
+static void test_tiny_iq4_nl(void **s) { (void)s; check_tiny_mix("iq4_nl"); }
+static void test_tiny_iq4_xs(void **s) { (void)s; check_tiny_mix("iq4_xs"); }
+static void test_tiny_dynamic(void **s) {
+    (void)s;
+    check_tiny_mix_ov("q3_k_m", "dyn", dyn_overrides, NX_ARRAY_LEN(dyn_overrides));
+}
 
-/* Whole files equal to llama-quantize's for the converted fixture a. */
-static void check_file(const char *mix_name) {
-    const char *f16 = tmp("a-f16.gguf");
+/* Whole files equal to llama-quantize's for a converted fixture (a: GQA 2, b: GQA 4, tied). */
+static void check_file_of(const char *fx, const char *mix_name) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s-f16.gguf", fx);
+    const char *f16 = tmp(tag);
     nx_convert_opts o = {.out_type = NX_TYPE_F16};
     nx_err err;
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tu_src_path("tests/fixtures/hf-qwen35-a"));
+    snprintf(dir, sizeof dir, "%s/%s", tu_src_path("tests/fixtures"), fx);
     if (!nx_convert_hf(dir, f16, &o, &err)) fail_msg("%s", err.msg);
     const char *out = tmp(mix_name);
     if (!nx_quantize_file(f16, out, nx_quant_mix_find(mix_name), NULL, NULL, NULL, &err)) fail_msg("%s", err.msg);
     char path[256];
-    snprintf(path, sizeof path, "tests/fixtures/quantize/hf-qwen35-a-f16-%s.llama.gguf", mix_name);
+    snprintf(path, sizeof path, "tests/fixtures/quantize/%s-f16-%s.llama.gguf", fx, mix_name);
     size_t la, lb;
     void *a = tu_read_file(tu_src_path(path), &la), *b = tu_read_file(out, &lb);
     assert_non_null(a);
@@ -124,13 +148,31 @@ static void check_file(const char *mix_name) {
     free(b);
 }
 
+static void check_file(const char *mix_name) { check_file_of("hf-qwen35-a", mix_name); }
+
 static void test_file_q4_0(void **s) { (void)s; check_file("q4_0"); }
+static void test_file_b_q2_k(void **s) { (void)s; check_file_of("hf-qwen35-b", "q2_k"); }
+static void test_file_b_iq4_xs(void **s) { (void)s; check_file_of("hf-qwen35-b", "iq4_xs"); }
+static void test_file_a_q3_k_m(void **s) { (void)s; check_file_of("hf-qwen35-a", "q3_k_m"); }
 static void test_file_q4_k_m(void **s) { (void)s; check_file("q4_k_m"); }
 
 static void test_errors(void **s) {
     (void)s;
     nx_err err;
-    assert_null(nx_quant_mix_find("q3_k_s"));
+    assert_null(nx_quant_mix_find("q3_k"));
+    assert_null(nx_quant_mix_find("iq2_xs"));
+    nx_quant_override ov;
+    assert_false(nx_quant_override_parse("ffn_up", &ov, &err));
+    assert_non_null(strstr(err.msg, "PATTERN=TYPE"));
+    assert_false(nx_quant_override_parse("=q4_k", &ov, &err));
+    assert_false(nx_quant_override_parse("ffn_up=", &ov, &err));
+    assert_false(nx_quant_override_parse("ffn_up=iq2_xs", &ov, &err));
+    assert_non_null(strstr(err.msg, "iq2_xs"));
+    assert_false(nx_quant_override_parse("ffn_(up=q4_k", &ov, &err));
+    assert_non_null(strstr(err.msg, "pattern"));
+    assert_true(nx_quant_override_parse("Blk\\.1\\.FFN_UP=Q6_K", &ov, &err));
+    assert_string_equal(ov.pattern, "blk\\.1\\.ffn_up");
+    assert_int_equal(ov.type, NX_TYPE_Q6_K);
     assert_non_null(nx_quant_mix_find("Q4_K_M"));
     assert_false(nx_quantize_file("/nonexistent/x.gguf", tmp("x"), nx_quant_mix_find("q8_0"), NULL, NULL, NULL, &err));
     assert_non_null(strstr(err.msg, "/nonexistent/x.gguf"));
@@ -140,6 +182,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_q8_0),   cmocka_unit_test(test_tiny_q4_0), cmocka_unit_test(test_tiny_q5_0),
         cmocka_unit_test(test_tiny_q6_k),   cmocka_unit_test(test_tiny_q4_k_m),
+        cmocka_unit_test(test_tiny_q2_k),   cmocka_unit_test(test_tiny_q3_k_s),  cmocka_unit_test(test_tiny_q3_k_m),
+        cmocka_unit_test(test_tiny_q3_k_l), cmocka_unit_test(test_tiny_iq4_nl),  cmocka_unit_test(test_tiny_iq4_xs),
+        cmocka_unit_test(test_tiny_dynamic),
+        cmocka_unit_test(test_file_b_q2_k), cmocka_unit_test(test_file_b_iq4_xs), cmocka_unit_test(test_file_a_q3_k_m),
         cmocka_unit_test(test_file_q4_0),   cmocka_unit_test(test_file_q4_k_m),
         cmocka_unit_test(test_errors),
     };

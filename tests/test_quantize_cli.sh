@@ -9,7 +9,9 @@ trap 'rm -rf "$tmp"' EXIT
 check "quantizes with progress"     '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q4_k_m -t 2 2>"$tmp/log" && grep -q "MB/s" "$tmp/log" && "$NEXTN" info "$tmp/q.gguf" | grep -q q5_0'
 check "refuses to overwrite"        'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q8_0 -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "use --force"'
 check "--force replaces"            '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" Q8_0 --force -q'
-check "unknown type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q3_k_s 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "q3_k_s"'
+check "unknown type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q1_k 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "q1_k"'
+check "--tensor-type overrides a tensor's type" '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/o.gguf" q8_0 -q --tensor-type "blk\.0\.ffn_up=q5_1" --tensor-type FFN_DOWN=F16 && "$NEXTN" info "$tmp/o.gguf" >"$tmp/oi" && grep -Eq "blk\.0\.ffn_up\.weight +q5_1 " "$tmp/oi" && grep -Eq "blk\.1\.ffn_up\.weight +q8_0 " "$tmp/oi" && grep -Eq "blk\.0\.ffn_down\.weight +f16 " "$tmp/oi"'
+check "bad --tensor-type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 --tensor-type ffn_up=iq2_xs 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "iq2_xs"'
 check "missing input is an error"   'out=$("$NEXTN" quantize "$tmp/none.gguf" "$tmp/x.gguf" q8_0 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "none.gguf"'
 check "bad -t is a usage error"     '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 -t 0 2>/dev/null; [ $? -eq 2 ]'
 exit $fail

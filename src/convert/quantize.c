@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <regex.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -18,6 +19,12 @@ static const nx_quant_mix mixes[] = {
     {"q5_0",     8,           NX_TYPE_Q5_0},
     {"q6_k",     18,          NX_TYPE_Q6_K},
     {"q4_k_m",   15,          NX_TYPE_Q4_K},
+    {"q2_k",     10,          NX_TYPE_Q2_K},
+    {"q3_k_s",   11,          NX_TYPE_Q3_K},
+    {"q3_k_m",   12,          NX_TYPE_Q3_K},
+    {"q3_k_l",   13,          NX_TYPE_Q3_K},
+    {"iq4_nl",   25,          NX_TYPE_IQ4_NL},
+    {"iq4_xs",   30,          NX_TYPE_IQ4_XS},
 };
 
 const nx_quant_mix *nx_quant_mix_find(const char *name) {
@@ -26,7 +33,7 @@ const nx_quant_mix *nx_quant_mix_find(const char *name) {
     return NULL;
 }
 
-const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q6_k, q4_k_m"; }
+const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q6_k, q4_k_m, q2_k, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs"; }
 
 /* ---- the rule tables ------------------------------------------------------------------------
  * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
@@ -60,8 +67,20 @@ static qcat category(const char *name) {
 
 /* Bump table: which tensors of which mix get another type, and when.  Every matching row
  * applies, in order (a later row overrides an earlier one), as in llama.cpp's
- * llama_tensor_get_type_impl for these mixes. */
-typedef enum { WHEN_MORE_BITS_ATTN_V, WHEN_MORE_BITS_FFN_DOWN, WHEN_8_EXPERTS } qwhen;
+ * llama_tensor_get_type_impl for these mixes and qwen35 / qwen35moe files (its Falcon and 70B
+ * rules cannot apply).  attn_qkv is one of llama.cpp's "attn_v" tensors: same rows, one counter.
+ * gqa = head_count / head_count_kv of layer 0; ffn_down's i is as described at the top. */
+typedef enum {
+    WHEN_ALWAYS,
+    WHEN_MORE_BITS_ATTN_V,   /* use_more_bits(i, n) over the attn_v tensors */
+    WHEN_MORE_BITS_FFN_DOWN, /* use_more_bits(i, n) over the layers */
+    WHEN_8_EXPERTS,          /* expert_count == 8 */
+    WHEN_NOT_8_EXPERTS,
+    WHEN_GQA4,               /* gqa >= 4 */
+    WHEN_ATTN_V_FIRST2,      /* the first two attn_v tensors */
+    WHEN_FFN_DOWN_FIRST16,   /* ffn_down layer i < n / 16 */
+    WHEN_FFN_DOWN_FIRST8,    /* ffn_down layer i < n / 8 (llama.cpp: without an importance matrix) */
+} qwhen;
 static const struct {
     const char *mix;        /* NULL = any mix */
     qcat cat;
@@ -70,11 +89,39 @@ static const struct {
 } bumps[] = {
     {"q4_k_m", CAT_ATTN_V,      WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
     {"q4_k_m", CAT_ATTN_QKV,    WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {"q2_k",   CAT_ATTN_V,      WHEN_ALWAYS,             NX_TYPE_Q3_K},
+    {"q2_k",   CAT_ATTN_QKV,    WHEN_ALWAYS,             NX_TYPE_Q3_K},
+    {"q2_k",   CAT_ATTN_V,      WHEN_GQA4,               NX_TYPE_Q4_K},
+    {"q2_k",   CAT_ATTN_QKV,    WHEN_GQA4,               NX_TYPE_Q4_K},
+    {"q3_k_m", CAT_ATTN_V,      WHEN_ALWAYS,             NX_TYPE_Q4_K},
+    {"q3_k_m", CAT_ATTN_QKV,    WHEN_ALWAYS,             NX_TYPE_Q4_K},
+    {"q3_k_m", CAT_ATTN_V,      WHEN_ATTN_V_FIRST2,      NX_TYPE_Q5_K},
+    {"q3_k_m", CAT_ATTN_QKV,    WHEN_ATTN_V_FIRST2,      NX_TYPE_Q5_K},
+    {"q3_k_l", CAT_ATTN_V,      WHEN_ALWAYS,             NX_TYPE_Q5_K},
+    {"q3_k_l", CAT_ATTN_QKV,    WHEN_ALWAYS,             NX_TYPE_Q5_K},
+    {"iq4_nl", CAT_ATTN_V,      WHEN_GQA4,               NX_TYPE_Q5_K},
+    {"iq4_nl", CAT_ATTN_QKV,    WHEN_GQA4,               NX_TYPE_Q5_K},
+    {"iq4_xs", CAT_ATTN_V,      WHEN_GQA4,               NX_TYPE_Q5_K},
+    {"iq4_xs", CAT_ATTN_QKV,    WHEN_GQA4,               NX_TYPE_Q5_K},
     {NULL,     CAT_ATTN_V,      WHEN_8_EXPERTS,          NX_TYPE_Q8_0},   /* "for the 8-expert model" */
     {NULL,     CAT_ATTN_QKV,    WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
     {NULL,     CAT_ATTN_K,      WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
     {"q4_k_m", CAT_FFN_DOWN,    WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
+    {"q2_k",   CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q3_K},
+    {"q3_k_m", CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q4_K},
+    {"q3_k_m", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST16,   NX_TYPE_Q5_K},
+    {"q3_k_l", CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q5_K},
+    {"iq4_nl", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8,    NX_TYPE_Q5_K},
+    {"iq4_xs", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8,    NX_TYPE_Q5_K},
     {"q4_k_m", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"q2_k",   CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"q3_k_s", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"q3_k_m", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"iq4_nl", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"iq4_xs", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"q2_k",   CAT_ATTN_OUTPUT, WHEN_NOT_8_EXPERTS,      NX_TYPE_Q3_K},
+    {"q3_k_m", CAT_ATTN_OUTPUT, WHEN_NOT_8_EXPERTS,      NX_TYPE_Q4_K},
+    {"q3_k_l", CAT_ATTN_OUTPUT, WHEN_NOT_8_EXPERTS,      NX_TYPE_Q5_K},
 };
 
 /* llama.cpp's use_more_bits(i, n). */
@@ -85,13 +132,19 @@ static int64_t block_of(uint32_t type) {
     return t ? t->block_size : 1;
 }
 
-/* Rows not a multiple of the block size: llama.cpp's tensor_type_fallback (Q4_K -> Q5_0,
- * Q5_K -> Q5_1, Q6_K -> Q8_0, F16 when even that does not fit).  llama-quantize defines no
- * fallback for the 32-element formats (q8_0, q4_0, q5_0, ...) and fails: NX_QTYPE_NONE. */
+/* Rows not a multiple of the block size: llama.cpp's tensor_type_fallback (then F16 when even
+ * the fallback does not fit).  llama-quantize defines no fallback for the 32-element formats
+ * (q8_0, q4_0, q5_0, iq4_nl, ...) and fails: NX_QTYPE_NONE. */
+static const struct { uint32_t from, to; } fallbacks[] = {
+    {NX_TYPE_Q2_K, NX_TYPE_Q4_0}, {NX_TYPE_Q3_K, NX_TYPE_Q4_0}, {NX_TYPE_Q4_K, NX_TYPE_Q5_0},
+    {NX_TYPE_Q5_K, NX_TYPE_Q5_1}, {NX_TYPE_Q6_K, NX_TYPE_Q8_0}, {NX_TYPE_IQ4_XS, NX_TYPE_IQ4_NL},
+};
+
 static uint32_t fallback(uint32_t type, uint64_t ne0) {
     if (ne0 % (uint64_t)block_of(type) == 0) return type;
-    uint32_t f = type == NX_TYPE_Q4_K ? NX_TYPE_Q5_0 : type == NX_TYPE_Q6_K ? NX_TYPE_Q8_0 :
-                 type == NX_TYPE_Q5_K ? NX_TYPE_Q5_1 : NX_QTYPE_NONE;
+    uint32_t f = NX_QTYPE_NONE;
+    for (size_t i = 0; i < NX_ARRAY_LEN(fallbacks); i++)
+        if (fallbacks[i].from == type) f = fallbacks[i].to;
     if (f == NX_QTYPE_NONE) return f;
     return ne0 % (uint64_t)block_of(f) == 0 ? f : NX_TYPE_F16;
 }
@@ -118,6 +171,10 @@ void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *na
 
 uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint64_t ne0, uint32_t cur_type) {
     if (!allows_quantization(name, n_dims)) return cur_type;
+    /* --tensor-type overrides: the first matching pattern decides; the rules (and their
+     * counters) are skipped for that tensor, only the block-size fallback applies (llama.cpp) */
+    for (size_t i = 0; i < s->n_overrides; i++)
+        if (regexec(&s->override_re[i], name, 0, NULL, 0) == 0) return fallback(s->overrides[i].type, ne0);
     const uint32_t base = s->mix->base_type;
     uint32_t t = base;
     qcat c = category(name);
@@ -132,9 +189,18 @@ uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint6
         if (c == CAT_FFN_DOWN && s->n_expert > 1 && sscanf(name, "blk.%d.", &blk) == 1) i_down = blk;
         for (size_t i = 0; i < NX_ARRAY_LEN(bumps); i++) {
             if (bumps[i].cat != c || (bumps[i].mix && strcasecmp(bumps[i].mix, s->mix->name))) continue;
-            bool on = (bumps[i].when == WHEN_MORE_BITS_ATTN_V && more_bits(s->i_attn_v, s->n_attn_v)) ||
-                      (bumps[i].when == WHEN_MORE_BITS_FFN_DOWN && more_bits(i_down, s->n_ffn_down)) ||
-                      (bumps[i].when == WHEN_8_EXPERTS && s->n_expert == 8);
+            bool on = false;
+            switch (bumps[i].when) {
+            case WHEN_ALWAYS: on = true; break;
+            case WHEN_MORE_BITS_ATTN_V: on = more_bits(s->i_attn_v, s->n_attn_v); break;
+            case WHEN_MORE_BITS_FFN_DOWN: on = more_bits(i_down, s->n_ffn_down); break;
+            case WHEN_8_EXPERTS: on = s->n_expert == 8; break;
+            case WHEN_NOT_8_EXPERTS: on = s->n_expert != 8; break;
+            case WHEN_GQA4: on = s->n_gqa >= 4; break;
+            case WHEN_ATTN_V_FIRST2: on = s->i_attn_v < 2; break;
+            case WHEN_FFN_DOWN_FIRST16: on = i_down < s->n_ffn_down / 16; break;
+            case WHEN_FFN_DOWN_FIRST8: on = i_down < s->n_ffn_down / 8; break;
+            }
             if (on) t = bumps[i].type;
         }
         /* the counters advance for every such tensor, whatever the mix */
@@ -233,8 +299,75 @@ static bool fill(void *user, void *dst, uint64_t nbytes, nx_err *err) {
     return true;
 }
 
+static bool quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix,
+                          const nx_quant_override *overrides, const regex_t *override_re, size_t n_overrides,
+                          nx_pool *pool, nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
+
+/* <arch>.attention.<key>: a u32, or the first element of a per-layer array; 0 if absent. */
+static bool head_count(const nx_gguf *g, nx_str arch, const char *key, uint32_t *out, nx_err *err) {
+    char k[160];
+    snprintf(k, sizeof k, "%.*s.attention.%s", (int)(arch.len < 100 ? arch.len : 100), arch.ptr, key);
+    *out = 0;
+    const nx_gguf_kv *kv = nx_gguf_find_kv(g, k);
+    if (!kv) return true;
+    if (kv->type == NX_GGUF_ARRAY) {
+        const nx_gguf_kv *arr;
+        if (!nx_gguf_get_arr(g, k, NX_GGUF_UINT32, &arr, err)) return false;
+        const int64_t v = arr->arr_count ? nx_gguf_arr_int(arr, 0) : 0;
+        *out = v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+        return true;
+    }
+    return nx_gguf_get_u32(g, k, out, err);
+}
+
 bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix, nx_pool *pool,
                       nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
+    return nx_quantize_file_ov(in_path, out_path, mix, NULL, 0, pool, progress, progress_user, err);
+}
+
+bool nx_quant_override_parse(const char *arg, nx_quant_override *out, nx_err *err) {
+    const char *eq = strrchr(arg, '=');
+    if (!eq || eq == arg || !eq[1]) return nx_fail(err, "tensor type '%s': expected PATTERN=TYPE", arg);
+    nx_type t;
+    if (!nx_type_from_name(eq + 1, &t) || !nx_type_get(t)->from_float)
+        return nx_fail(err, "tensor type '%s': '%s' is not a type nextn can quantise to", arg, eq + 1);
+    const size_t n = (size_t)(eq - arg);
+    if (n >= sizeof out->pattern) return nx_fail(err, "tensor type '%s': pattern longer than %zu bytes", arg, sizeof out->pattern - 1);
+    for (size_t i = 0; i < n; i++) out->pattern[i] = (char)(arg[i] >= 'A' && arg[i] <= 'Z' ? arg[i] - 'A' + 'a' : arg[i]);
+    out->pattern[n] = 0;
+    out->type = t;
+    regex_t re;
+    int rc = regcomp(&re, out->pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        char msg[128];
+        regerror(rc, &re, msg, sizeof msg);
+        return nx_fail(err, "tensor type '%s': bad pattern: %s", arg, msg);
+    }
+    regfree(&re);
+    return true;
+}
+
+bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_quant_mix *mix,
+                         const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
+                         nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
+    regex_t *re = n_overrides ? nx_calloc(n_overrides, sizeof *re, "tensor type patterns", err) : NULL;
+    if (n_overrides && !re) return false;
+    size_t n_re = 0;
+    for (; n_re < n_overrides; n_re++)
+        if (regcomp(&re[n_re], overrides[n_re].pattern, REG_EXTENDED | REG_NOSUB)) {
+            for (size_t i = 0; i < n_re; i++) regfree(&re[i]);
+            free(re);
+            return nx_fail(err, "tensor type pattern '%s' does not compile", overrides[n_re].pattern);
+        }
+    bool ok = quantize_file(in_path, out_path, mix, overrides, re, n_overrides, pool, progress, progress_user, err);
+    for (size_t i = 0; i < n_re; i++) regfree(&re[i]);
+    free(re);
+    return ok;
+}
+
+static bool quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix,
+                          const nx_quant_override *overrides, const regex_t *override_re, size_t n_overrides,
+                          nx_pool *pool, nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
     nx_gguf *g = NULL;
     if (!nx_gguf_open(&g, in_path, err)) return false;
     qtensor *ts = nx_calloc(g->n_tensors ? g->n_tensors : 1, sizeof *ts, "tensor list", err);
@@ -254,6 +387,14 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
         ok = nx_gguf_get_u32(g, key, &block_count, err);
         snprintf(key, sizeof key, "%.*s.expert_count", (int)(arch.len < 100 ? arch.len : 100), arch.ptr);
         if (ok && nx_gguf_find_kv(g, key)) ok = nx_gguf_get_u32(g, key, &n_expert, err);
+    }
+    /* n_head / n_head_kv of layer 0 (llama.cpp's n_gqa(); 0 without heads) */
+    int n_gqa = 0;
+    if (ok) {
+        uint32_t nh = 0, nkv = 0;
+        ok = head_count(g, arch, "head_count", &nh, err) && head_count(g, arch, "head_count_kv", &nkv, err);
+        if (!nkv) nkv = nh; /* llama.cpp: n_head_kv defaults to n_head */
+        n_gqa = nkv ? (int)(nh / nkv) : 0;
     }
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         qtensor *t = &ts[i];
@@ -278,6 +419,10 @@ bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_
     nx_qstate qs;
     if (ok) nx_qstate_init(&qs, mix, names, g->n_tensors, block_count);
     qs.n_expert = (int)n_expert;
+    qs.n_gqa = n_gqa;
+    qs.overrides = overrides;
+    qs.override_re = override_re;
+    qs.n_overrides = n_overrides;
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ts[i].type = nx_qstate_choose(&qs, ts[i].name, ts[i].n_dims, ts[i].src->ne[0], ts[i].src->type);
         if (ts[i].type == NX_QTYPE_NONE) {

@@ -24,6 +24,8 @@
 #ifndef NX_QUANTIZE_H
 #define NX_QUANTIZE_H
 
+#include <regex.h>
+
 #include "nextn_internal.h"
 
 typedef struct nx_quant_mix {
@@ -43,6 +45,22 @@ typedef void (*nx_quantize_progress_fn)(void *user, uint64_t done, uint64_t tota
 bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix, nx_pool *pool,
                       nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
 
+/* Per-tensor type overrides (llama-quantize's --tensor-type PATTERN=TYPE): for a tensor the
+ * rules would quantise, the first override whose pattern matches somewhere in its name gives
+ * the type; the mix's rules are skipped for it (and it does not advance their layer counters),
+ * only the block-size fallback still applies.  Patterns are POSIX extended regular expressions
+ * (llama.cpp uses ECMAScript ones: the same for the usual `blk\.[0-9]+\.ffn_down` patterns;
+ * no \d), lower-cased as llama-quantize does. */
+typedef struct nx_quant_override {
+    char pattern[256];
+    uint32_t type;
+} nx_quant_override;
+/* Parses "PATTERN=TYPE" (TYPE a type name with a quantiser, e.g. q6_K / iq4_xs / f16). */
+bool nx_quant_override_parse(const char *arg, nx_quant_override *out, nx_err *err);
+bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_quant_mix *mix,
+                         const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
+                         nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
+
 /* The type-selection state and rule, exposed for tests: call nx_qstate_init with all tensor
  * names (in processing order), then nx_qstate_choose for each in the same order. */
 typedef struct nx_qstate {
@@ -51,6 +69,10 @@ typedef struct nx_qstate {
     int n_ffn_down, i_ffn_down;  /* total = block_count, like llama.cpp */
     int n_expert;                /* <arch>.expert_count (0 = dense); set after nx_qstate_init */
     bool tied;                   /* no output.weight: token_embd is treated as the output */
+    int n_gqa;                   /* n_head / n_head_kv of layer 0 (0 = unknown); set after init */
+    const nx_quant_override *overrides; /* set after init (none by default) */
+    const regex_t *override_re;         /* their compiled patterns */
+    size_t n_overrides;
 } nx_qstate;
 
 void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count);
