@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
         nx_matmul_scratch scratch = {0};
         for (int isa = 0; isa <= (int)best; isa++) {
             if (!list_has(isa_arg, nx_isa_name((nx_isa)isa))) continue;
-            setenv("NX_ISA", nx_isa_name((nx_isa)isa), 1);
+            nx_cpu_set_isa((nx_isa)isa);
             for (int T = 1; T <= 4; T += 3) {
                 /* single thread: the dot kernel alone over every weight row (activations
                  * converted beforehand), as nx_matmul's inner loop does it */
@@ -254,7 +254,7 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
         }
-        unsetenv("NX_ISA");
+        nx_cpu_set_isa(best);
         nx_matmul_scratch_free(&scratch);
         free(yb);
     }

@@ -123,13 +123,13 @@ static void test_matmul_all_types_all_T(void **state) {
     fill(x, IN * TMAX, 2);
     const nx_isa best = nx_cpu_isa();
     for (int isa = 0; isa <= (int)best; isa++) {
-        setenv("NX_ISA", nx_isa_name((nx_isa)isa), 1);
+        nx_cpu_set_isa((nx_isa)isa);
         run_all(NULL, w, x, y); /* no pool: single thread */
         nx_pool *p = nx_pool_create(3, NULL);
         run_all(p, w, x, y);
         nx_pool_free(p);
     }
-    unsetenv("NX_ISA");
+    nx_cpu_set_isa(best);
     free(w);
     free(x);
     free(y);
@@ -187,7 +187,7 @@ static void test_matmul_batch_invariant(void **state) {
         assert_true(nx_weight_init(&w, wq, types[ti], IN, OUT, NULL));
         nx_matmul_scratch s = {0};
         for (int isa = 0; isa <= (int)best; isa++) {
-            setenv("NX_ISA", nx_isa_name((nx_isa)isa), 1);
+            nx_cpu_set_isa((nx_isa)isa);
             assert_true(nx_matmul(p, &s, &w, x, T, yb, NULL));
             for (int64_t t = 0; t < T; t++) {
                 assert_true(nx_matmul(p, &s, &w, x + t * IN, 1, y1, NULL));
@@ -198,7 +198,7 @@ static void test_matmul_batch_invariant(void **state) {
                 }
             }
         }
-        unsetenv("NX_ISA");
+        nx_cpu_set_isa(best);
         nx_matmul_scratch_free(&s);
         free(wq);
     }

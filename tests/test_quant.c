@@ -436,19 +436,24 @@ static void test_q3_scale_unpack(void **state) {
     }
 }
 
-static void test_isa_env_only_lowers(void **state) {
+static void test_isa_set_only_lowers(void **state) {
     (void)state;
-    unsetenv("NX_ISA");
-    nx_isa best = nx_cpu_isa();
-    setenv("NX_ISA", "scalar", 1);
+    const nx_isa best = nx_cpu_set_isa(NX_ISA_AVX512); /* the CPU's best */
+    assert_int_equal(nx_cpu_isa(), best);
+    assert_int_equal(nx_cpu_set_isa(NX_ISA_SCALAR), NX_ISA_SCALAR);
     assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
-    setenv("NX_ISA", "AVX2", 1);
+    assert_int_equal(nx_cpu_set_isa(NX_ISA_AVX2), best < NX_ISA_AVX2 ? best : NX_ISA_AVX2);
     assert_int_equal(nx_cpu_isa(), best < NX_ISA_AVX2 ? best : NX_ISA_AVX2);
-    setenv("NX_ISA", "avx512", 1);
-    assert_int_equal(nx_cpu_isa(), best);
-    setenv("NX_ISA", "bogus", 1);
+    setenv("NX_ISA", "scalar", 1); /* read once, at the first call: no effect now */
+    assert_int_equal(nx_cpu_set_isa(NX_ISA_AVX512), best);
     assert_int_equal(nx_cpu_isa(), best);
     unsetenv("NX_ISA");
+    nx_isa named;
+    assert_true(nx_isa_from_name("AVX2", &named));
+    assert_int_equal(named, NX_ISA_AVX2);
+    assert_true(nx_isa_from_name("scalar", &named));
+    assert_int_equal(named, NX_ISA_SCALAR);
+    assert_false(nx_isa_from_name("bogus", &named));
     assert_string_equal(nx_isa_name(NX_ISA_AVX512), "avx512");
     /* dispatch falls back to lower levels */
     for (size_t t = 0; t < NX_ARRAY_LEN(dot_types); t++)
@@ -470,7 +475,7 @@ int main(void) {
         cmocka_unit_test(test_scalar_dots_match_dequantized),
         cmocka_unit_test(test_k4_scale_unpack),
         cmocka_unit_test(test_q3_scale_unpack),
-        cmocka_unit_test(test_isa_env_only_lowers),
+        cmocka_unit_test(test_isa_set_only_lowers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

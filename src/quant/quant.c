@@ -8,6 +8,7 @@
 #include "quant/quant_impl.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,23 +323,41 @@ static nx_isa detect_isa(void) {
     return NX_ISA_SCALAR;
 }
 
-/* CPUID is slow (a hypervisor trap on VMs) and nx_cpu_isa() is called per matmul, so the
- * hardware level is detected once per process; it is a constant of the machine, not state. */
-static pthread_once_t hw_isa_once = PTHREAD_ONCE_INIT;
+/* The level is fixed once per process, at the first call: CPUID (slow, a hypervisor trap on
+ * VMs), lowered by the NX_ISA environment variable when it names a lower level (A/B benchmarks;
+ * other values are ignored).  Afterwards nx_cpu_isa() is one relaxed load; only
+ * nx_cpu_set_isa() changes it. */
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static nx_isa hw_isa = NX_ISA_SCALAR;
-static void detect_hw_isa(void) { hw_isa = detect_isa(); }
+static _Atomic int cur_isa = NX_ISA_SCALAR;
+
+static void init_isa(void) {
+    hw_isa = detect_isa();
+    nx_isa isa = hw_isa, env;
+    const char *s = getenv("NX_ISA");
+    if (s && nx_isa_from_name(s, &env) && env < isa) isa = env;
+    atomic_store_explicit(&cur_isa, (int)isa, memory_order_relaxed);
+}
 
 nx_isa nx_cpu_isa(void) {
-    pthread_once(&hw_isa_once, detect_hw_isa);
-    nx_isa isa = hw_isa;
-    /* NX_ISA can only lower the level (for tests and A/B benchmarks); unknown values are ignored */
-    const char *env = getenv("NX_ISA");
-    if (env && *env) {
-        for (int i = 0; i < NX_ISA_COUNT; i++) {
-            if (strcasecmp(env, nx_isa_name((nx_isa)i)) == 0 && i < (int)isa) isa = (nx_isa)i;
+    pthread_once(&isa_once, init_isa);
+    return (nx_isa)atomic_load_explicit(&cur_isa, memory_order_relaxed);
+}
+
+nx_isa nx_cpu_set_isa(nx_isa isa) {
+    pthread_once(&isa_once, init_isa);
+    const nx_isa level = isa < hw_isa ? isa : hw_isa;
+    atomic_store_explicit(&cur_isa, (int)level, memory_order_relaxed);
+    return level;
+}
+
+bool nx_isa_from_name(const char *name, nx_isa *out) {
+    for (int i = 0; i < NX_ISA_COUNT; i++)
+        if (strcasecmp(name, nx_isa_name((nx_isa)i)) == 0) {
+            *out = (nx_isa)i;
+            return true;
         }
-    }
-    return isa;
+    return false;
 }
 
 const char *nx_isa_name(nx_isa isa) {

@@ -24,7 +24,7 @@ typedef enum nx_type {
     NX_TYPE_COUNT = 40 /* ids below this may be described; unknown ids have a NULL name */
 } nx_type;
 
-/* Instruction-set levels, chosen once per process from CPUID (nx_cpu_isa()). */
+/* Instruction-set levels; the one in use is fixed at the first nx_cpu_isa() call. */
 typedef enum nx_isa { NX_ISA_SCALAR = 0, NX_ISA_AVX2 = 1, NX_ISA_AVX512 = 2, NX_ISA_COUNT } nx_isa;
 
 /* out[r] = dot(w_row, x + r * x_stride_bytes) for r in [0, nrows); n = elements per row
@@ -70,8 +70,15 @@ bool nx_type_from_name(const char *name, nx_type *out); /* case-insensitive: "q4
 /* Bytes of a row of n elements; fails if n is not a multiple of the block size. */
 bool nx_row_size(uint32_t type, int64_t n, size_t *out, nx_err *err);
 
-nx_isa nx_cpu_isa(void);            /* best ISA this CPU supports (NX_ISA env var can lower it) */
+/* The level the kernels use: the best this CPU supports, lowered by the NX_ISA environment
+ * variable (scalar|avx2|avx512) if set when this is first called; read once per process. */
+nx_isa nx_cpu_isa(void);
+/* Tests and benchmarks: makes nx_cpu_isa() return min(isa, the CPU's best) from now on and
+ * returns that level.  Not while kernels run on other threads (contexts cache the level when
+ * created). */
+nx_isa nx_cpu_set_isa(nx_isa isa);
 const char *nx_isa_name(nx_isa isa);
+bool nx_isa_from_name(const char *name, nx_isa *out); /* case-insensitive; false if unknown */
 /* The dot kernel actually used for `type` at `isa` (falls back to lower ISAs). */
 nx_vec_dot_fn nx_vec_dot_for(uint32_t type, nx_isa isa);
 
