@@ -26,15 +26,7 @@
 #include <string.h>
 
 #include "quant/quant_impl.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-static inline float hsum256(__m256 v) { /* same reduction order as quant_simd_common.h */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "quant/quant_simd_common.h" /* hsum256: the vec-dot kernels' reduction order */
 
 /* ---- q8_0 ------------------------------------------------------------------------------------
  * Activations: the prepared layout of quant_avx512.c (nx_prep_q8_0_from_blocks), per octet of

@@ -19,17 +19,10 @@
 
 #include "quant/quant_impl.h"
 #include "quant/quant_lowbit_simd.h"
+#include "quant/quant_simd_common.h" /* hsum256: the vec-dot kernels' reduction order */
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define LB_MR 2
 #define LB_NR 4
-
-static inline float hsum256(__m256 v) { /* same reduction order as quant_simd_common.h */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static size_t lb_panel_bytes(int64_t n) { return (size_t)(n / NX_QK_K) * LB_MR * sizeof(nx_lb_panel_row); }
 

@@ -2,8 +2,9 @@
  * summation order) as the scalar kernels in quant_dot.c.  Compiled with the AVX2 flags; only
  * called after nx_cpu_isa() reported NX_ISA_AVX2 or better.
  *
- * Same shape as quant_avx512.c: activation rows in groups of up to 4, each group handled by a
- * helper specialised for its row count, weight blocks decoded once per group.
+ * Every kernel has the shape of DEFINE_DOT (quant_simd_common.h): activation rows in groups of
+ * up to 4, each group handled by a helper specialised for its row count, weight blocks decoded
+ * once per group.
  *
  * Integer dots use maddubs (u8 x s8 -> int16 pairs) then madd_epi16 (-> int32).  Signed
  * weights go in as |w| with sign(y, w) on the activation side, which needs y != -128 (true of
@@ -57,32 +58,9 @@ ALWAYS_INLINE void plain_rows(int kind, int nr, int64_t n, float *out, const voi
     }
 }
 
-static void plain_dot(int kind, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        if (kind == 0) {
-            DISPATCH_ROWS(plain_rows(0, 4, n, out + r0, w, xg, xs), plain_rows(0, 3, n, out + r0, w, xg, xs),
-                          plain_rows(0, 2, n, out + r0, w, xg, xs), plain_rows(0, 1, n, out + r0, w, xg, xs));
-        } else if (kind == 1) {
-            DISPATCH_ROWS(plain_rows(1, 4, n, out + r0, w, xg, xs), plain_rows(1, 3, n, out + r0, w, xg, xs),
-                          plain_rows(1, 2, n, out + r0, w, xg, xs), plain_rows(1, 1, n, out + r0, w, xg, xs));
-        } else {
-            DISPATCH_ROWS(plain_rows(2, 4, n, out + r0, w, xg, xs), plain_rows(2, 3, n, out + r0, w, xg, xs),
-                          plain_rows(2, 2, n, out + r0, w, xg, xs), plain_rows(2, 1, n, out + r0, w, xg, xs));
-        }
-    }
-}
-
-void nx_dot_f32_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    plain_dot(0, n, out, w, x, xs, nrows);
-}
-void nx_dot_f16_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    plain_dot(1, n, out, w, x, xs, nrows);
-}
-void nx_dot_bf16_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    plain_dot(2, n, out, w, x, xs, nrows);
-}
+DEFINE_DOT(nx_dot_f32_avx2, plain_rows, 0)
+DEFINE_DOT(nx_dot_f16_avx2, plain_rows, 1)
+DEFINE_DOT(nx_dot_bf16_avx2, plain_rows, 2)
 
 /* ---- legacy 32-element formats --------------------------------------------------------------- */
 
@@ -195,64 +173,13 @@ ALWAYS_INLINE void legacy_rows(int kind, int nr, int64_t n, float *out, const vo
     for (int r = 0; r < nr; r++) out[r] = hsum256(_mm256_add_ps(acc0[r], acc1[r])) + macc[r];
 }
 
-static void legacy_dot(int kind, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        switch (kind) {
-        case 0:
-            DISPATCH_ROWS(legacy_rows(0, 4, n, out + r0, w, xg, xs), legacy_rows(0, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(0, 2, n, out + r0, w, xg, xs), legacy_rows(0, 1, n, out + r0, w, xg, xs));
-            break;
-        case 1:
-            DISPATCH_ROWS(legacy_rows(1, 4, n, out + r0, w, xg, xs), legacy_rows(1, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(1, 2, n, out + r0, w, xg, xs), legacy_rows(1, 1, n, out + r0, w, xg, xs));
-            break;
-        case 2:
-            DISPATCH_ROWS(legacy_rows(2, 4, n, out + r0, w, xg, xs), legacy_rows(2, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(2, 2, n, out + r0, w, xg, xs), legacy_rows(2, 1, n, out + r0, w, xg, xs));
-            break;
-        case 3:
-            DISPATCH_ROWS(legacy_rows(3, 4, n, out + r0, w, xg, xs), legacy_rows(3, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(3, 2, n, out + r0, w, xg, xs), legacy_rows(3, 1, n, out + r0, w, xg, xs));
-            break;
-        default:
-            DISPATCH_ROWS(legacy_rows(4, 4, n, out + r0, w, xg, xs), legacy_rows(4, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(4, 2, n, out + r0, w, xg, xs), legacy_rows(4, 1, n, out + r0, w, xg, xs));
-            break;
-        }
-    }
-}
+DEFINE_DOT(nx_dot_q8_0_avx2, legacy_rows, 0)
+DEFINE_DOT(nx_dot_q4_0_avx2, legacy_rows, 1)
+DEFINE_DOT(nx_dot_q5_0_avx2, legacy_rows, 2)
+DEFINE_DOT(nx_dot_q4_1_avx2, legacy_rows, 3)
+DEFINE_DOT(nx_dot_q5_1_avx2, legacy_rows, 4)
 
-void nx_dot_q8_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(0, n, out, w, x, xs, nrows);
-}
-void nx_dot_q4_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(1, n, out, w, x, xs, nrows);
-}
-void nx_dot_q5_0_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(2, n, out, w, x, xs, nrows);
-}
-void nx_dot_q4_1_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(3, n, out, w, x, xs, nrows);
-}
-void nx_dot_q5_1_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(4, n, out, w, x, xs, nrows);
-}
-
-/* ---- K formats: weight-stream prefetch ---------------------------------------------------
- * As in quant_kquant_avx512.c (see the measurements there): the hardware prefetcher alone
- * does not keep enough lines in flight while the core decodes, so each block prefetches the
- * lines of the block K_PREFETCH_AHEAD bytes further on (ceil(bytes / 64) lines at 64-byte
- * steps, so no line is skipped; prefetches never fault, so running past the row is harmless). */
-#define K_PREFETCH_AHEAD 4096
-
-ALWAYS_INLINE void k_prefetch_ahead(const void *block, int bytes) {
-    const char *p = (const char *)block + K_PREFETCH_AHEAD;
-    for (int off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
-/* ---- q4_K / q5_K ----------------------------------------------------------------------------
+/* ---- q4_K / q5_K (weight stream prefetched, see prefetch_ahead) ------------------------------
  * Group g (64 elements) is two ymm of codes: low nibbles = sub-block 2g, high = 2g+1, each
  * matching 32 consecutive q8_K bytes.  The group is decoded once and used for every row
  * before the next group, so that all four rows' accumulators stay in the 16 ymm registers.
@@ -269,7 +196,7 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *blk = (const uint8_t *)w + (size_t)ib * wsize;
-        k_prefetch_ahead(blk, (int)wsize);
+        prefetch_ahead(blk, (int)wsize);
         const uint8_t *scales, *qs, *qh = NULL;
         uint16_t d16, dmin16;
         if (five) {
@@ -318,33 +245,16 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
     for (int r = 0; r < nr; r++) out[r] = hsum256(acc[r]);
 }
 
-static void k4_dot(bool five, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        if (five) {
-            DISPATCH_ROWS(k4_rows(true, 4, n, out + r0, w, xg, xs), k4_rows(true, 3, n, out + r0, w, xg, xs),
-                          k4_rows(true, 2, n, out + r0, w, xg, xs), k4_rows(true, 1, n, out + r0, w, xg, xs));
-        } else {
-            DISPATCH_ROWS(k4_rows(false, 4, n, out + r0, w, xg, xs), k4_rows(false, 3, n, out + r0, w, xg, xs),
-                          k4_rows(false, 2, n, out + r0, w, xg, xs), k4_rows(false, 1, n, out + r0, w, xg, xs));
-        }
-    }
-}
-
-void nx_dot_q4_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    k4_dot(false, n, out, w, x, xs, nrows);
-}
-void nx_dot_q5_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    k4_dot(true, n, out, w, x, xs, nrows);
-}
+DEFINE_DOT(nx_dot_q4_K_avx2, k4_rows, false)
+DEFINE_DOT(nx_dot_q5_K_avx2, k4_rows, true)
 
 /* ---- q6_K -------------------------------------------------------------------------------------
  * Per half h (128 elements), four ymm of unsigned 6-bit codes, k = 0..3 covering elements
  * 128h + 32k + l: low/high nibble of ql[64h + 32(k&1) + l] with qh[32h + l] bits 2k..2k+1 on
  * top.  Each ymm spans sub-blocks 8h + 2k and 8h + 2k + 1 (16 elements each, 8 int16 lanes
- * after maddubs).  The -32 offset is removed with the bsums, as in quant_avx512.c. */
-ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+ * after maddubs).  The -32 offset is removed with the bsums, as in quant_kquant_avx512.c; `kind`
+ * is unused (one format). */
+ALWAYS_INLINE void q6_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK_K;
     const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
     __m256 acc[ROWS];
@@ -355,7 +265,7 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const nx_block_q6_K *p = (const nx_block_q6_K *)w + ib;
-        k_prefetch_ahead(p, (int)sizeof(nx_block_q6_K));
+        prefetch_ahead(p, (int)sizeof(nx_block_q6_K));
         __m256i isum[ROWS];
         for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -389,11 +299,4 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
     for (int r = 0; r < nr; r++) out[r] = hsum256(acc[r]);
 }
 
-void nx_dot_q6_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        DISPATCH_ROWS(q6_rows(4, n, out + r0, w, xg, xs), q6_rows(3, n, out + r0, w, xg, xs),
-                      q6_rows(2, n, out + r0, w, xg, xs), q6_rows(1, n, out + r0, w, xg, xs));
-    }
-}
+DEFINE_DOT(nx_dot_q6_K_avx2, q6_rows, 0)

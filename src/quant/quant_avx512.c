@@ -2,10 +2,10 @@
  * float summation order) as the scalar kernels in quant_dot.c.  Compiled with the AVX-512 flags;
  * only called after nx_cpu_isa() reported NX_ISA_AVX512.
  *
- * Shape of every kernel: activation rows are taken in groups of up to 4 (ROWS); for each group
- * a helper specialised for the exact row count (always_inline with a constant, so the per-row
- * accumulators live in registers) walks the weight row once, decodes each weight block into
- * registers, and reuses it for every row of the group.
+ * Shape of every kernel (DEFINE_DOT, quant_simd_common.h): activation rows are taken in groups
+ * of up to 4 (ROWS); for each group a helper specialised for the exact row count (always_inline
+ * with a constant, so the per-row accumulators live in registers) walks the weight row once,
+ * decodes each weight block into registers, and reuses it for every row of the group.
  *
  * Integer dots.  VNNI dpbusd multiplies unsigned by signed bytes.  Signed weights (q8_0, and
  * q4_0/q5_0 after removing their offset) go in as |w| with the sign moved onto the activation:
@@ -64,32 +64,9 @@ ALWAYS_INLINE void plain_rows(int kind, int nr, int64_t n, float *out, const voi
 }
 
 
-static void plain_dot(int kind, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        if (kind == 0) {
-            DISPATCH_ROWS(plain_rows(0, 4, n, out + r0, w, xg, xs), plain_rows(0, 3, n, out + r0, w, xg, xs),
-                          plain_rows(0, 2, n, out + r0, w, xg, xs), plain_rows(0, 1, n, out + r0, w, xg, xs));
-        } else if (kind == 1) {
-            DISPATCH_ROWS(plain_rows(1, 4, n, out + r0, w, xg, xs), plain_rows(1, 3, n, out + r0, w, xg, xs),
-                          plain_rows(1, 2, n, out + r0, w, xg, xs), plain_rows(1, 1, n, out + r0, w, xg, xs));
-        } else {
-            DISPATCH_ROWS(plain_rows(2, 4, n, out + r0, w, xg, xs), plain_rows(2, 3, n, out + r0, w, xg, xs),
-                          plain_rows(2, 2, n, out + r0, w, xg, xs), plain_rows(2, 1, n, out + r0, w, xg, xs));
-        }
-    }
-}
-
-void nx_dot_f32_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    plain_dot(0, n, out, w, x, xs, nrows);
-}
-void nx_dot_f16_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    plain_dot(1, n, out, w, x, xs, nrows);
-}
-void nx_dot_bf16_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    plain_dot(2, n, out, w, x, xs, nrows);
-}
+DEFINE_DOT(nx_dot_f32_avx512, plain_rows, 0)
+DEFINE_DOT(nx_dot_f16_avx512, plain_rows, 1)
+DEFINE_DOT(nx_dot_bf16_avx512, plain_rows, 2)
 
 /* ---- legacy 32-element formats ---------------------------------------------------------------
  * The fp16 block scales are converted outside the inner loop: for a chunk of up to CHUNK
@@ -229,50 +206,11 @@ ALWAYS_INLINE void legacy_rows(int kind, int nr, int64_t n, float *out, const vo
         out[r] = hsum256(_mm256_add_ps(acc0[r], acc1[r])) + (kind >= 3 ? _mm512_reduce_add_ps(macc[r]) : 0.0f);
 }
 
-static void legacy_dot(int kind, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        switch (kind) {
-        case 0:
-            DISPATCH_ROWS(legacy_rows(0, 4, n, out + r0, w, xg, xs), legacy_rows(0, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(0, 2, n, out + r0, w, xg, xs), legacy_rows(0, 1, n, out + r0, w, xg, xs));
-            break;
-        case 1:
-            DISPATCH_ROWS(legacy_rows(1, 4, n, out + r0, w, xg, xs), legacy_rows(1, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(1, 2, n, out + r0, w, xg, xs), legacy_rows(1, 1, n, out + r0, w, xg, xs));
-            break;
-        case 2:
-            DISPATCH_ROWS(legacy_rows(2, 4, n, out + r0, w, xg, xs), legacy_rows(2, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(2, 2, n, out + r0, w, xg, xs), legacy_rows(2, 1, n, out + r0, w, xg, xs));
-            break;
-        case 3:
-            DISPATCH_ROWS(legacy_rows(3, 4, n, out + r0, w, xg, xs), legacy_rows(3, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(3, 2, n, out + r0, w, xg, xs), legacy_rows(3, 1, n, out + r0, w, xg, xs));
-            break;
-        default:
-            DISPATCH_ROWS(legacy_rows(4, 4, n, out + r0, w, xg, xs), legacy_rows(4, 3, n, out + r0, w, xg, xs),
-                          legacy_rows(4, 2, n, out + r0, w, xg, xs), legacy_rows(4, 1, n, out + r0, w, xg, xs));
-            break;
-        }
-    }
-}
-
-void nx_dot_q8_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(0, n, out, w, x, xs, nrows);
-}
-void nx_dot_q4_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(1, n, out, w, x, xs, nrows);
-}
-void nx_dot_q5_0_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(2, n, out, w, x, xs, nrows);
-}
-void nx_dot_q4_1_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(3, n, out, w, x, xs, nrows);
-}
-void nx_dot_q5_1_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    legacy_dot(4, n, out, w, x, xs, nrows);
-}
+DEFINE_DOT(nx_dot_q8_0_avx512, legacy_rows, 0)
+DEFINE_DOT(nx_dot_q4_0_avx512, legacy_rows, 1)
+DEFINE_DOT(nx_dot_q5_0_avx512, legacy_rows, 2)
+DEFINE_DOT(nx_dot_q4_1_avx512, legacy_rows, 3)
+DEFINE_DOT(nx_dot_q5_1_avx512, legacy_rows, 4)
 
 /* ---- q8_0 on prepared activations -----------------------------------------------------------
  * The decode-critical kernel.  The plain q8_0 kernel above spends most of its time on per-row
@@ -407,7 +345,7 @@ ALWAYS_INLINE void q8_0_octet_rows(int nr, int cnt, const nx_block_q8_0 *w, __m5
     }
 }
 
-ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+ALWAYS_INLINE void q8_0_prep_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK;
     const nx_block_q8_0 *wb = w;
     const char *xr[ROWS], *xo[ROWS];
@@ -443,11 +381,4 @@ ALWAYS_INLINE void q8_0_prep_rows(int nr, int64_t n, float *out, const void *w, 
         out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }
 
-void nx_dot_q8_0_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        DISPATCH_ROWS(q8_0_prep_rows(4, n, out + r0, w, xg, xs), q8_0_prep_rows(3, n, out + r0, w, xg, xs),
-                      q8_0_prep_rows(2, n, out + r0, w, xg, xs), q8_0_prep_rows(1, n, out + r0, w, xg, xs));
-    }
-}
+DEFINE_DOT(nx_dot_q8_0_prep_avx512, q8_0_prep_rows, 0) /* kind unused: one format */

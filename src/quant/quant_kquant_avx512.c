@@ -3,26 +3,6 @@
  * scalar kernels in quant_dot.c.  See quant_avx512.c for the shared shape of every kernel. */
 #include "quant/quant_simd_common.h"
 
-/* ---- weight-stream prefetch ------------------------------------------------------------------
- * Every kernel here walks one weight row front to back, and nx_matmul hands it the rows of a
- * chunk in address order, so the bytes wanted next are always just ahead.  Measured on the
- * 2-core AVX-512 VM: without help the hardware prefetcher keeps too few lines in flight while
- * the core is busy decoding, and the kernel time is about compute time + streaming time (the
- * two do not overlap); prefetching a few KB ahead makes them overlap (q4_K 1 row 49 % -> 80 %
- * of the streaming read).  A prefetch never faults, so running past the end of the row (into
- * the next row, or past the tensor at the very end) is harmless.  Each call covers the lines
- * of one block (see prefetch_ahead).  2, 4 and 8 KB ahead measured the same within noise; the
- * non-temporal hint was slower. */
-#define K_PREFETCH_AHEAD 4096
-
-/* Prefetches the block of `bytes` (a constant after inlining) that lies K_PREFETCH_AHEAD
- * beyond `block`: ceil(bytes / 64) lines at 64-byte steps.  Consecutive prefetched addresses,
- * also across blocks, are then at most 64 bytes apart, so no cache line is skipped. */
-ALWAYS_INLINE void prefetch_ahead(const void *block, int bytes) {
-    const char *p = (const char *)block + K_PREFETCH_AHEAD;
-    for (int off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 /* ---- q4_K / q5_K ---------------------------------------------------------------------------
  * A super-block is 4 groups of 64 elements; group g is one zmm of codes (bytes 0..31 =
  * sub-block 2g, 32..63 = sub-block 2g+1), matching 64 consecutive q8_K activation bytes.
@@ -169,26 +149,8 @@ ALWAYS_INLINE void k4_rows(bool five, int nr, int64_t n, float *out, const void 
     }
 }
 
-static void k4_dot(bool five, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        if (five) {
-            DISPATCH_ROWS(k4_rows(true, 4, n, out + r0, w, xg, xs), k4_rows(true, 3, n, out + r0, w, xg, xs),
-                          k4_rows(true, 2, n, out + r0, w, xg, xs), k4_rows(true, 1, n, out + r0, w, xg, xs));
-        } else {
-            DISPATCH_ROWS(k4_rows(false, 4, n, out + r0, w, xg, xs), k4_rows(false, 3, n, out + r0, w, xg, xs),
-                          k4_rows(false, 2, n, out + r0, w, xg, xs), k4_rows(false, 1, n, out + r0, w, xg, xs));
-        }
-    }
-}
-
-void nx_dot_q4_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    k4_dot(false, n, out, w, x, xs, nrows);
-}
-void nx_dot_q5_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    k4_dot(true, n, out, w, x, xs, nrows);
-}
+DEFINE_DOT(nx_dot_q4_K_avx512, k4_rows, false)
+DEFINE_DOT(nx_dot_q5_K_avx512, k4_rows, true)
 
 /* ---- q6_K ------------------------------------------------------------------------------------
  * Four zmm of unsigned 6-bit codes per super-block: zmm z = 2h + k2 (h = half of 128, k2 = 0
@@ -250,7 +212,7 @@ ALWAYS_INLINE q6block decode_q6(const nx_block_q6_K *p, const __m512i *sidx) {
     return b;
 }
 
-ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+ALWAYS_INLINE void q6_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK_K;
     __m512i sidx[4];
     for (int z = 0; z < 4; z++) sidx[z] = _mm512_loadu_si512(q6_scale_idx[z]);
@@ -279,11 +241,4 @@ ALWAYS_INLINE void q6_rows(int nr, int64_t n, float *out, const void *w, const v
     for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-void nx_dot_q6_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        DISPATCH_ROWS(q6_rows(4, n, out + r0, w, xg, xs), q6_rows(3, n, out + r0, w, xg, xs),
-                      q6_rows(2, n, out + r0, w, xg, xs), q6_rows(1, n, out + r0, w, xg, xs));
-    }
-}
+DEFINE_DOT(nx_dot_q6_K_avx512, q6_rows, 0) /* kind unused: one format */

@@ -11,13 +11,6 @@
  */
 #include "quant/quant_simd_common.h"
 
-#define LB_PREFETCH_AHEAD 4096
-
-ALWAYS_INLINE void lb_prefetch(const void *block, int bytes) {
-    const char *p = (const char *)block + LB_PREFETCH_AHEAD;
-    for (int off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 /* ---- q2_K / q3_K ----------------------------------------------------------------------------- */
 
 ALWAYS_INLINE void k23_rows(bool three, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
@@ -36,7 +29,7 @@ ALWAYS_INLINE void k23_rows(bool three, int nr, int64_t n, float *out, const voi
         float d, dmin = 0;
         if (three) {
             const nx_block_q3_K *p = (const nx_block_q3_K *)w + ib;
-            lb_prefetch(p, (int)sizeof *p);
+            prefetch_ahead(p, (int)sizeof *p);
             qs = p->qs, hmask = p->hmask, d = f16(p->d);
             uint8_t s[16];
             nx_q3_unpack_scales(p->scales, s);
@@ -44,7 +37,7 @@ ALWAYS_INLINE void k23_rows(bool three, int nr, int64_t n, float *out, const voi
             c16 = _mm256_loadu_si256((const __m256i *)sc);
         } else {
             const nx_block_q2_K *p = (const nx_block_q2_K *)w + ib;
-            lb_prefetch(p, (int)sizeof *p);
+            prefetch_ahead(p, (int)sizeof *p);
             qs = p->qs, d = f16(p->d), dmin = f16(p->dmin);
             for (int j = 0; j < 16; j++) sc[j] = p->scales[j] & 0xF;
             c16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)p->scales), 4),
@@ -84,26 +77,8 @@ ALWAYS_INLINE void k23_rows(bool three, int nr, int64_t n, float *out, const voi
     for (int r = 0; r < nr; r++) out[r] = hsum256(acc[r]);
 }
 
-static void k23_dot(bool three, int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        if (three) {
-            DISPATCH_ROWS(k23_rows(true, 4, n, out + r0, w, xg, xs), k23_rows(true, 3, n, out + r0, w, xg, xs),
-                          k23_rows(true, 2, n, out + r0, w, xg, xs), k23_rows(true, 1, n, out + r0, w, xg, xs));
-        } else {
-            DISPATCH_ROWS(k23_rows(false, 4, n, out + r0, w, xg, xs), k23_rows(false, 3, n, out + r0, w, xg, xs),
-                          k23_rows(false, 2, n, out + r0, w, xg, xs), k23_rows(false, 1, n, out + r0, w, xg, xs));
-        }
-    }
-}
-
-void nx_dot_q2_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    k23_dot(false, n, out, w, x, xs, nrows);
-}
-void nx_dot_q3_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    k23_dot(true, n, out, w, x, xs, nrows);
-}
+DEFINE_DOT(nx_dot_q2_K_avx2, k23_rows, false)
+DEFINE_DOT(nx_dot_q3_K_avx2, k23_rows, true)
 
 /* ---- iq4_xs / iq4_nl ------------------------------------------------------------------------- */
 
@@ -114,7 +89,7 @@ ALWAYS_INLINE __m256i iq4_values(const uint8_t *qs, __m256i tab) {
     return _mm256_shuffle_epi8(tab, idx);
 }
 
-ALWAYS_INLINE void xs_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+ALWAYS_INLINE void xs_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK_K;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)nx_iq4nl_values));
     __m256 acc[ROWS];
@@ -125,7 +100,7 @@ ALWAYS_INLINE void xs_rows(int nr, int64_t n, float *out, const void *w, const v
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const nx_block_iq4_xs *p = (const nx_block_iq4_xs *)w + ib;
-        lb_prefetch(p, (int)sizeof *p);
+        prefetch_ahead(p, (int)sizeof *p);
         __m256i isum[ROWS];
         for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
@@ -145,16 +120,9 @@ ALWAYS_INLINE void xs_rows(int nr, int64_t n, float *out, const void *w, const v
     for (int r = 0; r < nr; r++) out[r] = hsum256(acc[r]);
 }
 
-void nx_dot_iq4_xs_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        DISPATCH_ROWS(xs_rows(4, n, out + r0, w, xg, xs), xs_rows(3, n, out + r0, w, xg, xs),
-                      xs_rows(2, n, out + r0, w, xg, xs), xs_rows(1, n, out + r0, w, xg, xs));
-    }
-}
+DEFINE_DOT(nx_dot_iq4_xs_avx2, xs_rows, 0) /* kind unused: one format */
 
-ALWAYS_INLINE void nl_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+ALWAYS_INLINE void nl_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)nx_iq4nl_values));
     const __m256i ones = _mm256_set1_epi16(1);
@@ -166,7 +134,7 @@ ALWAYS_INLINE void nl_rows(int nr, int64_t n, float *out, const void *w, const v
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const nx_block_iq4_nl *p = (const nx_block_iq4_nl *)w + ib;
-        lb_prefetch(p, (int)sizeof *p);
+        prefetch_ahead(p, (int)sizeof *p);
         const __m256i v = iq4_values(p->qs, tab), av = _mm256_abs_epi8(v);
         const float dw = f16(p->d);
         for (int r = 0; r < nr; r++) {
@@ -179,11 +147,4 @@ ALWAYS_INLINE void nl_rows(int nr, int64_t n, float *out, const void *w, const v
     for (int r = 0; r < nr; r++) out[r] = hsum256(acc[r]);
 }
 
-void nx_dot_iq4_nl_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        DISPATCH_ROWS(nl_rows(4, n, out + r0, w, xg, xs), nl_rows(3, n, out + r0, w, xg, xs),
-                      nl_rows(2, n, out + r0, w, xg, xs), nl_rows(1, n, out + r0, w, xg, xs));
-    }
-}
+DEFINE_DOT(nx_dot_iq4_nl_avx2, nl_rows, 0) /* kind unused: one format */

@@ -29,14 +29,6 @@
 
 #include "quant/quant_lowbit_simd.h"
 
-/* Weight-stream prefetch, as in quant_kquant_avx512.c (see the measurements there). */
-#define LB_PREFETCH_AHEAD 4096
-
-ALWAYS_INLINE void lb_prefetch(const void *block, int bytes) {
-    const char *p = (const char *)block + LB_PREFETCH_AHEAD;
-    for (int off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 /* permutexvar index tables into 16 int16 scales: lane i of group g picks sub-block 4g + i/8
  * (16-element sub-blocks) or 2g + i/16 (32-element sub-blocks) */
 static const uint16_t idx16[4][32] = {
@@ -110,7 +102,7 @@ ALWAYS_INLINE lbblock decode_lb(int kind, const void *w, int64_t ib) {
     lbblock b;
     if (kind == LB_Q2_K) {
         const nx_block_q2_K *p = (const nx_block_q2_K *)w + ib;
-        lb_prefetch(p, (int)sizeof *p);
+        prefetch_ahead(p, (int)sizeof *p);
         decode_2bit(p->qs, b.q);
         const __m128i raw = _mm_loadu_si128((const __m128i *)p->scales);
         const __m128i low4 = _mm_set1_epi8(0x0F);
@@ -124,7 +116,7 @@ ALWAYS_INLINE lbblock decode_lb(int kind, const void *w, int64_t ib) {
         b.dmin = _mm512_movehdup_ps(dboth);
     } else if (kind == LB_Q3_K) {
         const nx_block_q3_K *p = (const nx_block_q3_K *)w + ib;
-        lb_prefetch(p, (int)sizeof *p);
+        prefetch_ahead(p, (int)sizeof *p);
         decode_2bit(p->qs, b.q);
         /* bit 2 of element 64g + l: bit 2g (l < 32) or 2g + 1 (l >= 32) of hmask[l % 32] */
         const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p->hmask));
@@ -143,7 +135,7 @@ ALWAYS_INLINE lbblock decode_lb(int kind, const void *w, int64_t ib) {
         b.dmin = b.d;
     } else {
         const nx_block_iq4_xs *p = (const nx_block_iq4_xs *)w + ib;
-        lb_prefetch(p, (int)sizeof *p);
+        prefetch_ahead(p, (int)sizeof *p);
         const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4_abs));
         const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
         /* 128-bit lanes of zmm g: low nibbles of qs[32g..+15] (elements 64g..+15), their high
@@ -207,19 +199,9 @@ ALWAYS_INLINE void lb_rows(int kind, int nr, int64_t n, float *out, const void *
         out[r] = kind == LB_Q2_K ? _mm512_reduce_add_ps(acc[r]) - hsum256(macc[r]) : _mm512_reduce_add_ps(acc[r]);
 }
 
-#define LB_DOT(kind)                                                                                               \
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {                                                                     \
-        const int nr = NX_MIN(ROWS, nrows - r0);                                                                   \
-        const void *xg = act_row(x, xs, r0);                                                                       \
-        DISPATCH_ROWS(lb_rows(kind, 4, n, out + r0, w, xg, xs), lb_rows(kind, 3, n, out + r0, w, xg, xs),          \
-                      lb_rows(kind, 2, n, out + r0, w, xg, xs), lb_rows(kind, 1, n, out + r0, w, xg, xs));         \
-    }
-
-void nx_dot_q2_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) { LB_DOT(LB_Q2_K) }
-void nx_dot_q3_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) { LB_DOT(LB_Q3_K) }
-void nx_dot_iq4_xs_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    LB_DOT(LB_IQ4_XS)
-}
+DEFINE_DOT(nx_dot_q2_K_avx512, lb_rows, LB_Q2_K)
+DEFINE_DOT(nx_dot_q3_K_avx512, lb_rows, LB_Q3_K)
+DEFINE_DOT(nx_dot_iq4_xs_avx512, lb_rows, LB_IQ4_XS)
 
 /* The decoded form of one super-block for the GEMM panel (gemm_lowbit_avx512.c): the same
  * registers the kernel above works with, stored. */
@@ -238,7 +220,7 @@ void nx_lb_decode_avx512(int kind, const void *w, int64_t ib, nx_lb_panel_row *o
 
 /* ---- iq4_nl ---------------------------------------------------------------------------------- */
 
-ALWAYS_INLINE void nl_rows(int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+ALWAYS_INLINE void nl_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4_abs));
     const __m256i low4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
@@ -250,7 +232,7 @@ ALWAYS_INLINE void nl_rows(int nr, int64_t n, float *out, const void *w, const v
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         const nx_block_iq4_nl *p = (const nx_block_iq4_nl *)w + ib;
-        lb_prefetch(p, (int)sizeof *p);
+        prefetch_ahead(p, (int)sizeof *p);
         const __m128i raw = _mm_loadu_si128((const __m128i *)p->qs);
         const __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
         const __m256i q = _mm256_shuffle_epi8(tab, idx);
@@ -267,11 +249,4 @@ ALWAYS_INLINE void nl_rows(int nr, int64_t n, float *out, const void *w, const v
     for (int r = 0; r < nr; r++) out[r] = hsum256(acc[r]);
 }
 
-void nx_dot_iq4_nl_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
-    for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-        const int nr = NX_MIN(ROWS, nrows - r0);
-        const void *xg = act_row(x, xs, r0);
-        DISPATCH_ROWS(nl_rows(4, n, out + r0, w, xg, xs), nl_rows(3, n, out + r0, w, xg, xs),
-                      nl_rows(2, n, out + r0, w, xg, xs), nl_rows(1, n, out + r0, w, xg, xs));
-    }
-}
+DEFINE_DOT(nx_dot_iq4_nl_avx512, nl_rows, 0) /* kind unused: one format */
