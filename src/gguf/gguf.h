@@ -123,6 +123,7 @@ double   nx_gguf_arr_f64(const nx_gguf_kv *kv, uint64_t i);   /* numeric element
 nx_str   nx_gguf_arr_str(const nx_gguf_kv *kv, uint64_t i);   /* string elements; O(1) after open */
 
 const char *nx_gguf_vtype_name(nx_gguf_vtype t);
+uint64_t nx_gguf_vtype_size(uint32_t t);   /* bytes of one value of a fixed-size type; 0: string, array, unknown */
 
 /* ---- writer ----------------------------------------------------------------------------
  * Collects metadata and tensor descriptions in memory, then writes header + infos + aligned

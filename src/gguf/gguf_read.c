@@ -45,17 +45,6 @@ typedef struct cursor {
     nx_err *err;
 } cursor;
 
-/* Bytes of one element of a fixed-size value type; 0 for string / array / invalid. */
-static uint64_t fixed_size(uint32_t t) {
-    switch (t) {
-    case NX_GGUF_UINT8: case NX_GGUF_INT8: case NX_GGUF_BOOL: return 1;
-    case NX_GGUF_UINT16: case NX_GGUF_INT16: return 2;
-    case NX_GGUF_UINT32: case NX_GGUF_INT32: case NX_GGUF_FLOAT32: return 4;
-    case NX_GGUF_UINT64: case NX_GGUF_INT64: case NX_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 static bool is_int_type(uint32_t t) {
     return t == NX_GGUF_UINT8 || t == NX_GGUF_INT8 || t == NX_GGUF_UINT16 || t == NX_GGUF_INT16 ||
            t == NX_GGUF_UINT32 || t == NX_GGUF_INT32 || t == NX_GGUF_UINT64 || t == NX_GGUF_INT64;
@@ -64,14 +53,6 @@ static bool is_signed_type(uint32_t t) {
     return t == NX_GGUF_INT8 || t == NX_GGUF_INT16 || t == NX_GGUF_INT32 || t == NX_GGUF_INT64;
 }
 static bool is_float_type(uint32_t t) { return t == NX_GGUF_FLOAT32 || t == NX_GGUF_FLOAT64; }
-
-const char *nx_gguf_vtype_name(nx_gguf_vtype t) {
-    static const char *names[NX_GGUF_VTYPE_COUNT] = {
-        "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool",
-        "string", "array", "uint64", "int64", "float64",
-    };
-    return (unsigned)t < NX_GGUF_VTYPE_COUNT ? names[t] : "unknown";
-}
 
 /* Writes a printable, length-limited rendering of a file string into buf (for messages). */
 static void render_name(char *buf, size_t cap, const uint8_t *p, uint64_t len) {
@@ -163,7 +144,7 @@ static bool parse_array_elems(cursor *c, uint32_t elem, uint64_t count, int dept
     if (elem >= NX_GGUF_VTYPE_COUNT)
         return fail_at(c, "array element type %" PRIu32 " is not a GGUF value type (0..%d)", elem,
                        NX_GGUF_VTYPE_COUNT - 1);
-    uint64_t esize = fixed_size(elem);
+    uint64_t esize = nx_gguf_vtype_size(elem);
     if (esize) {
         uint64_t bytes;
         if (!nx_mul_ok(count, esize, &bytes) || bytes > c->size - c->pos)
@@ -200,7 +181,7 @@ static bool parse_value(cursor *c, nx_gguf_kv *kv) {
     const uint8_t *p;
     switch (kv->type) {
     case NX_GGUF_UINT8: case NX_GGUF_UINT16: case NX_GGUF_UINT32: case NX_GGUF_UINT64: {
-        uint64_t n = fixed_size(kv->type), u = 0;
+        uint64_t n = nx_gguf_vtype_size(kv->type), u = 0;
         if (!need(c, n, "value")) return false;
         memcpy(&u, c->base + c->pos, n);
         kv->v.u64 = u;
@@ -208,7 +189,7 @@ static bool parse_value(cursor *c, nx_gguf_kv *kv) {
         return true;
     }
     case NX_GGUF_INT8: case NX_GGUF_INT16: case NX_GGUF_INT32: case NX_GGUF_INT64: {
-        uint64_t n = fixed_size(kv->type);
+        uint64_t n = nx_gguf_vtype_size(kv->type);
         if (!need(c, n, "value")) return false;
         p = c->base + c->pos;
         if (n == 1) { int8_t v; memcpy(&v, p, 1); kv->v.i64 = v; }
@@ -711,7 +692,7 @@ static void int_range(uint32_t t, int64_t *min, uint64_t *max) {
 
 /* Raw element i of a fixed-size numeric array, as signed / unsigned / double. */
 static void arr_elem(const nx_gguf_kv *kv, uint64_t i, int64_t *s, uint64_t *u, double *d) {
-    const uint8_t *p = kv->arr_data + i * fixed_size(kv->arr_type);
+    const uint8_t *p = kv->arr_data + i * nx_gguf_vtype_size(kv->arr_type);
     *s = 0; *u = 0; *d = 0;
     switch (kv->arr_type) {
     case NX_GGUF_UINT8: case NX_GGUF_BOOL: *u = p[0]; break;
@@ -775,7 +756,7 @@ int64_t nx_gguf_arr_int(const nx_gguf_kv *kv, uint64_t i) {
 }
 
 double nx_gguf_arr_f64(const nx_gguf_kv *kv, uint64_t i) {
-    if (kv->type != NX_GGUF_ARRAY || i >= kv->arr_count || fixed_size(kv->arr_type) == 0) return 0.0;
+    if (kv->type != NX_GGUF_ARRAY || i >= kv->arr_count || nx_gguf_vtype_size(kv->arr_type) == 0) return 0.0;
     int64_t s; uint64_t u; double d;
     arr_elem(kv, i, &s, &u, &d);
     return d;

@@ -1,4 +1,5 @@
-/* gguf_types.c - storage layout of every ggml tensor type id a GGUF file may carry.
+/* gguf_types.c - storage layout of every ggml tensor type id a GGUF file may carry, and the
+ * size of the metadata value types.
  *
  * The reader needs only (elements per block, bytes per block) to size and bound a tensor, and
  * it must know them for every id llama.cpp can write, including formats nextn cannot compute
@@ -35,4 +36,22 @@ static const nx_gguf_type_layout layouts[] = {
 const nx_gguf_type_layout *nx_gguf_type_layout_get(uint32_t type) {
     if (type >= NX_ARRAY_LEN(layouts) || layouts[type].name == NULL) return NULL;
     return &layouts[type];
+}
+
+uint64_t nx_gguf_vtype_size(uint32_t t) {
+    switch (t) {
+    case NX_GGUF_UINT8: case NX_GGUF_INT8: case NX_GGUF_BOOL: return 1;
+    case NX_GGUF_UINT16: case NX_GGUF_INT16: return 2;
+    case NX_GGUF_UINT32: case NX_GGUF_INT32: case NX_GGUF_FLOAT32: return 4;
+    case NX_GGUF_UINT64: case NX_GGUF_INT64: case NX_GGUF_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+const char *nx_gguf_vtype_name(nx_gguf_vtype t) {
+    static const char *names[NX_GGUF_VTYPE_COUNT] = {
+        "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool",
+        "string", "array", "uint64", "int64", "float64",
+    };
+    return (unsigned)t < NX_GGUF_VTYPE_COUNT ? names[t] : "unknown";
 }

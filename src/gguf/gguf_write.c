@@ -73,16 +73,6 @@ static void put_u32(bytes *b, uint32_t v) { put(b, &v, 4); }
 static void put_u64(bytes *b, uint64_t v) { put(b, &v, 8); }
 static void put_str(bytes *b, const char *s, uint64_t n) { put_u64(b, n); put(b, s, n); }
 
-static uint64_t fixed_size(nx_gguf_vtype t) {
-    switch (t) {
-    case NX_GGUF_UINT8: case NX_GGUF_INT8: case NX_GGUF_BOOL: return 1;
-    case NX_GGUF_UINT16: case NX_GGUF_INT16: return 2;
-    case NX_GGUF_UINT32: case NX_GGUF_INT32: case NX_GGUF_FLOAT32: return 4;
-    case NX_GGUF_UINT64: case NX_GGUF_INT64: case NX_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 static char *dup_str(const char *s, size_t n, nx_err *err) {
     char *d = nx_malloc(n + 1, "name", err);
     if (!d) return NULL;
@@ -159,7 +149,7 @@ out:
 
 static bool add_fixed(nx_gguf_writer *w, const char *key, nx_gguf_vtype type, const void *v, nx_err *err) {
     bytes b = {0};
-    put(&b, v, fixed_size(type));
+    put(&b, v, nx_gguf_vtype_size(type));
     return add_encoded(w, key, strlen(key), type, &b, err);
 }
 
@@ -187,7 +177,7 @@ bool nx_gguf_add_str(nx_gguf_writer *w, const char *key, const char *v, nx_err *
 
 bool nx_gguf_add_arr(nx_gguf_writer *w, const char *key, nx_gguf_vtype elem, const void *data, uint64_t count,
                      nx_err *err) {
-    uint64_t es = fixed_size(elem), n;
+    uint64_t es = nx_gguf_vtype_size(elem), n;
     if (!es)
         return nx_fail(err, "gguf writer: key '%s': nx_gguf_add_arr takes numeric or bool elements, not %s", key,
                        nx_gguf_vtype_name(elem));
@@ -219,7 +209,7 @@ bool nx_gguf_add_arr_str(nx_gguf_writer *w, const char *key, const char *const *
 
 bool nx_gguf_add_kv_copy(nx_gguf_writer *w, const nx_gguf_kv *kv, nx_err *err) {
     bytes b = {0};
-    uint64_t es = fixed_size(kv->type);
+    uint64_t es = nx_gguf_vtype_size(kv->type);
     if (es) {
         /* scalars are stored widened; narrow them back (little-endian: the low bytes) */
         uint8_t raw[8];

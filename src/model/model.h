@@ -183,6 +183,8 @@ typedef struct nx_tensor_info {
 
 /* Looks up a tensor by name; returns false if absent. */
 typedef bool (*nx_tensor_lookup_fn)(void *user, const char *name, nx_tensor_info *out);
+/* The lookup over an open GGUF (user = const nx_gguf *). */
+bool nx_gguf_tensor_lookup(void *gguf, const char *name, nx_tensor_info *out);
 
 /* Binds all tensors.  `where` names the source in error messages.  `want_mtp`: bind the MTP
  * block when the hparams announce one (a missing MTP tensor is then an error). */

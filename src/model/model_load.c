@@ -122,8 +122,8 @@ bool nx_hparams_from_gguf(nx_hparams *hp, const nx_gguf *g, nx_err *err) {
     return nx_hparams_finish(hp, g->path, err);
 }
 
-static bool gguf_lookup(void *user, const char *name, nx_tensor_info *out) {
-    const nx_gguf_tensor *t = nx_gguf_find_tensor((const nx_gguf *)user, name);
+bool nx_gguf_tensor_lookup(void *gguf, const char *name, nx_tensor_info *out) {
+    const nx_gguf_tensor *t = nx_gguf_find_tensor((const nx_gguf *)gguf, name);
     if (!t) return false;
     out->type = t->type;
     out->n_dims = t->n_dims;
@@ -153,7 +153,7 @@ bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err)
     if (!nx_gguf_open(&g, path, err)) return false;
     nx_hparams hp;
     nx_model *m = nx_calloc(1, sizeof *m, "model", err);
-    if (!m || !nx_hparams_from_gguf(&hp, g, err) || !nx_model_bind(m, &hp, gguf_lookup, g, path, want_mtp, err)) {
+    if (!m || !nx_hparams_from_gguf(&hp, g, err) || !nx_model_bind(m, &hp, nx_gguf_tensor_lookup, g, path, want_mtp, err)) {
         free(m);
         nx_gguf_close(g);
         return false;

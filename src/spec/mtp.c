@@ -105,16 +105,6 @@ bool nx_mtp_head_set_draft_vocab(nx_mtp_head *h, const int32_t *ids, int32_t K, 
     return true;
 }
 
-static bool gguf_lookup(void *user, const char *name, nx_tensor_info *out) {
-    const nx_gguf_tensor *t = nx_gguf_find_tensor((const nx_gguf *)user, name);
-    if (!t) return false;
-    out->type = t->type;
-    out->n_dims = t->n_dims;
-    for (int i = 0; i < 4; i++) out->ne[i] = t->ne[i];
-    out->data = t->data;
-    return true;
-}
-
 /* Loads only the MTP part of a file (trunk tensors may be absent). */
 static bool load_mtp_file(nx_model **out, const char *path, nx_err *err) {
     *out = NULL;
@@ -122,7 +112,7 @@ static bool load_mtp_file(nx_model **out, const char *path, nx_err *err) {
     if (!nx_gguf_open(&g, path, err)) return nx_fail_prefix(err, "MTP model");
     nx_hparams hp;
     nx_model *m = nx_calloc(1, sizeof *m, "MTP model", err);
-    if (!m || !nx_hparams_from_gguf(&hp, g, err) || !nx_model_bind_mtp_only(m, &hp, gguf_lookup, g, path, err)) {
+    if (!m || !nx_hparams_from_gguf(&hp, g, err) || !nx_model_bind_mtp_only(m, &hp, nx_gguf_tensor_lookup, g, path, err)) {
         free(m);
         nx_gguf_close(g);
         return nx_fail_prefix(err, "MTP model");
