@@ -21,6 +21,7 @@
 
 #include "nextn_internal.h"
 #include "convert/hf_tokenizer.h"
+#include "convert/llama_ftype.h"
 #include "convert/safetensors.h"
 
 #define CV_MAX_NAME 96
@@ -824,16 +825,6 @@ static bool check_complete(const cv_hp *hp, const cv_tensor *const *sorted, size
 
 /* ---- keys ------------------------------------------------------------------------------ */
 
-static uint32_t file_type_of(uint32_t t) {
-    switch (t) {
-    case NX_TYPE_F32: return 0;   /* LlamaFileType.ALL_F32 */
-    case NX_TYPE_F16: return 1;   /* MOSTLY_F16 */
-    case NX_TYPE_Q8_0: return 7;  /* MOSTLY_Q8_0 */
-    case NX_TYPE_BF16: return 32; /* MOSTLY_BF16 */
-    default: return 1;
-    }
-}
-
 /* gguf-py's model_weight_count_rounded_notation(n, min_digits=2): "291K", "0.8B", "27B". */
 static void size_label(uint64_t n, char *out, size_t cap) {
     double v;
@@ -908,7 +899,7 @@ static bool add_keys(nx_gguf_writer *w, const cv_hp *hp, const char *name, const
     }
     A(nx_gguf_add_u32(w, KEY("attention.key_length"), hp->D, err));
     A(nx_gguf_add_u32(w, KEY("attention.value_length"), hp->D, err));
-    A(nx_gguf_add_u32(w, "general.file_type", file_type_of(out_type), err));
+    A(nx_gguf_add_u32(w, "general.file_type", nx_llama_ftype_of(out_type), err));
     if (hp->moe) {
         A(nx_gguf_add_u32(w, KEY("expert_feed_forward_length"), hp->Fe, err));
         A(nx_gguf_add_u32(w, KEY("expert_shared_feed_forward_length"), hp->Fsh, err));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nextn_internal.h"
+#include "convert/llama_ftype.h"
 #include "convert/mkmodel.h"
 
 static const char *const special_tokens[NX_MK_N_SPECIAL] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -102,27 +103,6 @@ static bool vocab_build(vocab *v, uint32_t n_vocab, nx_err *err) {
     return true;
 }
 
-static uint32_t llama_ftype(uint32_t type) {
-    switch (type) {
-    case NX_TYPE_F32: return 0;
-    case NX_TYPE_F16: return 1;
-    case NX_TYPE_Q4_0: return 2;
-    case NX_TYPE_Q4_1: return 3;
-    case NX_TYPE_Q8_0: return 7;
-    case NX_TYPE_Q5_0: return 8;
-    case NX_TYPE_Q5_1: return 9;
-    case NX_TYPE_Q2_K: return 10;
-    case NX_TYPE_Q3_K: return 11;
-    case NX_TYPE_Q4_K: return 14;
-    case NX_TYPE_Q5_K: return 16;
-    case NX_TYPE_Q6_K: return 18;
-    case NX_TYPE_IQ4_NL: return 25;
-    case NX_TYPE_IQ4_XS: return 30;
-    case NX_TYPE_BF16: return 32;
-    default: return 0;
-    }
-}
-
 typedef struct fill_job {
     const nx_mk_tensor *t;
     const nx_hparams *hp;
@@ -204,7 +184,7 @@ bool nx_mkmodel_write(const nx_mk_options *o, const char *path, nx_pool *pool, n
     }
     OK(nx_gguf_add_u32(w, K("attention.key_length"), hp.head_dim, err));
     OK(nx_gguf_add_u32(w, K("attention.value_length"), hp.head_dim, err));
-    OK(nx_gguf_add_u32(w, "general.file_type", llama_ftype(o->type), err));
+    OK(nx_gguf_add_u32(w, "general.file_type", nx_llama_ftype_of(o->type), err));
     if (hp.moe) {
         OK(nx_gguf_add_u32(w, K("expert_feed_forward_length"), hp.n_ff_exp, err));
         OK(nx_gguf_add_u32(w, K("expert_shared_feed_forward_length"), hp.n_ff_shexp, err));

@@ -10,21 +10,22 @@
 #include <unistd.h>
 
 #include "convert/convert_kernels.h"
+#include "convert/llama_ftype.h"
 #include "nextn_internal.h"
 
 static const nx_quant_mix mixes[] = {
-    /* name      llama_ftype  base type */
-    {"q8_0",     7,           NX_TYPE_Q8_0},
-    {"q4_0",     2,           NX_TYPE_Q4_0},
-    {"q5_0",     8,           NX_TYPE_Q5_0},
-    {"q6_k",     18,          NX_TYPE_Q6_K},
-    {"q4_k_m",   15,          NX_TYPE_Q4_K},
-    {"q2_k",     10,          NX_TYPE_Q2_K},
-    {"q3_k_s",   11,          NX_TYPE_Q3_K},
-    {"q3_k_m",   12,          NX_TYPE_Q3_K},
-    {"q3_k_l",   13,          NX_TYPE_Q3_K},
-    {"iq4_nl",   25,          NX_TYPE_IQ4_NL},
-    {"iq4_xs",   30,          NX_TYPE_IQ4_XS},
+    /* name      general.file_type       base type */
+    {"q8_0",     NX_FTYPE_MOSTLY_Q8_0,   NX_TYPE_Q8_0},
+    {"q4_0",     NX_FTYPE_MOSTLY_Q4_0,   NX_TYPE_Q4_0},
+    {"q5_0",     NX_FTYPE_MOSTLY_Q5_0,   NX_TYPE_Q5_0},
+    {"q6_k",     NX_FTYPE_MOSTLY_Q6_K,   NX_TYPE_Q6_K},
+    {"q4_k_m",   NX_FTYPE_MOSTLY_Q4_K_M, NX_TYPE_Q4_K},
+    {"q2_k",     NX_FTYPE_MOSTLY_Q2_K,   NX_TYPE_Q2_K},
+    {"q3_k_s",   NX_FTYPE_MOSTLY_Q3_K_S, NX_TYPE_Q3_K},
+    {"q3_k_m",   NX_FTYPE_MOSTLY_Q3_K_M, NX_TYPE_Q3_K},
+    {"q3_k_l",   NX_FTYPE_MOSTLY_Q3_K_L, NX_TYPE_Q3_K},
+    {"iq4_nl",   NX_FTYPE_MOSTLY_IQ4_NL, NX_TYPE_IQ4_NL},
+    {"iq4_xs",   NX_FTYPE_MOSTLY_IQ4_XS, NX_TYPE_IQ4_XS},
 };
 
 const nx_quant_mix *nx_quant_mix_find(const char *name) {
