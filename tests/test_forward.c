@@ -229,69 +229,22 @@ static void ref_token(ref_model *r, int token, double *hidden, double *logits) {
 
 /* ---- fixtures ----------------------------------------------------------------------------- */
 
-typedef struct fixture {
-    nx_mk_memory mem;
-    nx_model model;
-    nx_pool *pool;
-} fixture;
+typedef tu_tiny fixture;
 
-static int setup_preset(void **state, const char *preset) {
-    fixture *f = calloc(1, sizeof *f);
-    nx_err err;
-    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 42, .mtp = true, .tie = -1};
-    if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
-    f->pool = nx_pool_create(2, &err);
-    assert_non_null(f->pool);
-    *state = f;
+static int setup(void **state) {
+    *state = tu_tiny_new("tiny", 42, true, -1);
     return 0;
 }
 
-static int setup(void **state) { return setup_preset(state, "tiny"); }
-static int setup_moe(void **state) { return setup_preset(state, "tiny-moe"); }
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    nx_pool_free(f->pool);
-    nx_model_release(&f->model);
-    nx_mk_memory_free(&f->mem);
-    free(f);
+static int setup_moe(void **state) {
+    *state = tu_tiny_new("tiny-moe", 42, true, -1);
     return 0;
-}
-
-static nx_ctx *make_ctx(fixture *f, int n_seq, int n_snap, nx_kv_type kv) {
-    nx_ctx_params p = nx_ctx_default_params();
-    p.n_ctx = 64;
-    p.n_seq = n_seq;
-    p.n_snapshots = n_snap;
-    p.kv_type = kv;
-    nx_ctx *c;
-    nx_err err;
-    if (!nx_ctx_create(&c, &f->model, &p, f->pool, &err)) fail_msg("%s", err.msg);
-    return c;
 }
 
 static void gen_tokens(int32_t *t, int n, uint64_t seed, int V) {
     tu_rng r;
     tu_rng_seed(&r, seed);
     for (int i = 0; i < n; i++) t[i] = (int32_t)(tu_rng_u64(&r) % (uint64_t)V);
-}
-
-/* Decodes tokens[0..n) of `seq` as one batch starting at its n_past, logits for every row. */
-static void decode(nx_ctx *c, int seq, const int32_t *tokens, int n) {
-    int32_t pos[128], sid[128];
-    int8_t lg[128];
-    int32_t p0 = nx_ctx_n_past(c, seq);
-    for (int i = 0; i < n; i++) { pos[i] = p0 + i; sid[i] = seq; lg[i] = 1; }
-    nx_batch b = {n, tokens, pos, sid, lg};
-    nx_err err;
-    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
-}
-
-static double max_abs_diff(const float *a, const float *b, int n) {
-    double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
-    return m;
 }
 
 /* ---- tests ---------------------------------------------------------------------------------- */
@@ -322,14 +275,14 @@ static void test_matches_double_reference(void **state) {
     /* whole prompt in one batch (F32 KV), then the same again with 3 batches (13 + 6 + 1) and
      * the plain C kernels instead of the AVX-512 ones (when the CPU has them) */
     for (int variant = 0; variant < 2; variant++) {
-        nx_ctx *c = make_ctx(f, 1, 0, NX_KV_F32);
+        nx_ctx *c = tu_tiny_ctx(f, 64, 1, 0, NX_KV_F32);
         if (variant == 1) c->run.avx512 = false;
         int cuts[] = {0, variant ? 13 : n, variant ? 19 : n, n};
         double worst_l = 0, worst_h = 0, scale = 0;
         for (int k = 0; k < 3; k++) {
             int b0 = cuts[k], b1 = cuts[k + 1];
             if (b1 <= b0) continue;
-            decode(c, 0, toks + b0, b1 - b0);
+            tu_decode(c, 0, toks + b0, b1 - b0);
             for (int i = b0; i < b1; i++) {
                 const float *lg = nx_ctx_logits(c, i - b0);
                 const float *hd = nx_ctx_hidden(c) + (size_t)(i - b0) * E;
@@ -360,12 +313,12 @@ static void test_batch_equals_token_by_token(void **state) {
     int32_t toks[16];
     gen_tokens(toks, n, 11, V);
     for (int kv = 0; kv < 2; kv++) {
-        nx_ctx *a = make_ctx(f, 1, 0, kv ? NX_KV_F32 : NX_KV_F16), *b = make_ctx(f, 1, 0, kv ? NX_KV_F32 : NX_KV_F16);
-        decode(a, 0, toks, n);
+        nx_ctx *a = tu_tiny_ctx(f, 64, 1, 0, kv ? NX_KV_F32 : NX_KV_F16), *b = tu_tiny_ctx(f, 64, 1, 0, kv ? NX_KV_F32 : NX_KV_F16);
+        tu_decode(a, 0, toks, n);
         for (int i = 0; i < n; i++) {
-            decode(b, 0, toks + i, 1);
-            assert_true(max_abs_diff(nx_ctx_logits(a, i), nx_ctx_logits(b, 0), V) < 1e-4);
-            assert_true(max_abs_diff(nx_ctx_hidden(a) + (size_t)i * E, nx_ctx_hidden(b), E) < 1e-5);
+            tu_decode(b, 0, toks + i, 1);
+            assert_true(tu_max_abs_diff(nx_ctx_logits(a, i), nx_ctx_logits(b, 0), V) < 1e-4);
+            assert_true(tu_max_abs_diff(nx_ctx_hidden(a) + (size_t)i * E, nx_ctx_hidden(b), E) < 1e-5);
         }
         assert_int_equal(nx_ctx_n_past(a, 0), n);
         nx_ctx_free(a);
@@ -379,9 +332,9 @@ static void test_two_sequences_in_one_batch_equal_each_alone(void **state) {
     int32_t A[9], B[9];
     gen_tokens(A, n, 21, V);
     gen_tokens(B, n, 22, V);
-    nx_ctx *both = make_ctx(f, 2, 0, NX_KV_F16), *one = make_ctx(f, 1, 0, NX_KV_F16);
+    nx_ctx *both = tu_tiny_ctx(f, 64, 2, 0, NX_KV_F16), *one = tu_tiny_ctx(f, 64, 1, 0, NX_KV_F16);
     /* warm seq 1 with 3 tokens first so the two sequences sit at different positions */
-    decode(both, 1, B, 3);
+    tu_decode(both, 1, B, 3);
     /* then interleave: rows alternate A[i] (seq 0) and B[3+i] (seq 1), seq 1 has fewer rows */
     int32_t tok[32], pos[32], sid[32];
     int8_t lg[32];
@@ -399,11 +352,11 @@ static void test_two_sequences_in_one_batch_equal_each_alone(void **state) {
     for (int s = 0; s < 2; s++) {
         const int32_t *X = s ? B : A;
         nx_ctx_seq_clear(one, 0, NULL);
-        decode(one, 0, X, n);
+        tu_decode(one, 0, X, n);
         for (int t = 0; t < T; t++) {
             if (sid[t] != s) continue;
-            assert_true(max_abs_diff(lb + (size_t)t * V, nx_ctx_logits(one, pos[t]), V) < 1e-4);
-            assert_true(max_abs_diff(hb + (size_t)t * E, nx_ctx_hidden(one) + (size_t)pos[t] * E, E) < 1e-5);
+            assert_true(tu_max_abs_diff(lb + (size_t)t * V, nx_ctx_logits(one, pos[t]), V) < 1e-4);
+            assert_true(tu_max_abs_diff(hb + (size_t)t * E, nx_ctx_hidden(one) + (size_t)pos[t] * E, E) < 1e-5);
         }
     }
     free(lb);
@@ -414,7 +367,7 @@ static void test_two_sequences_in_one_batch_equal_each_alone(void **state) {
 
 static void test_logits_only_for_requested_rows(void **state) {
     fixture *f = *state;
-    nx_ctx *c = make_ctx(f, 1, 0, NX_KV_F16);
+    nx_ctx *c = tu_tiny_ctx(f, 64, 1, 0, NX_KV_F16);
     int32_t tok[4] = {1, 2, 3, 4}, pos[4] = {0, 1, 2, 3};
     int8_t lg[4] = {0, 1, 0, 1};
     nx_batch b = {4, tok, pos, NULL, lg};
@@ -436,7 +389,7 @@ static void test_logits_only_for_requested_rows(void **state) {
 
 static void test_bad_batches_are_rejected_clearly(void **state) {
     fixture *f = *state;
-    nx_ctx *c = make_ctx(f, 2, 0, NX_KV_F16);
+    nx_ctx *c = tu_tiny_ctx(f, 64, 2, 0, NX_KV_F16);
     nx_err err;
     int32_t tok[2] = {1, 2}, pos[2] = {0, 2}, sid[2] = {0, 0};
     nx_batch b = {2, tok, pos, sid, NULL};
@@ -480,6 +433,6 @@ int main(void) {
         cmocka_unit_test(test_logits_only_for_requested_rows),
         cmocka_unit_test(test_bad_batches_are_rejected_clearly),
     };
-    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
-    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, tu_tiny_teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, tu_tiny_teardown);
 }

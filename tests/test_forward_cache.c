@@ -17,80 +17,19 @@
 #include "convert/mkmodel.h"
 #include "quant/quant.h"
 
-typedef struct fixture {
-    nx_mk_memory mem;
-    nx_model model;
-    nx_pool *pool;
-} fixture;
+typedef tu_tiny fixture;
 
-static int setup_preset(void **state, const char *preset) {
-    fixture *f = calloc(1, sizeof *f);
-    nx_err err;
-    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 5, .mtp = false, .tie = 1};
-    if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
-    f->pool = nx_pool_create(2, &err);
-    *state = f;
+static int setup(void **state) {
+    *state = tu_tiny_new("tiny", 5, false, 1);
     return 0;
 }
 
-static int setup(void **state) { return setup_preset(state, "tiny"); }
-static int setup_moe(void **state) { return setup_preset(state, "tiny-moe"); }
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    nx_pool_free(f->pool);
-    nx_model_release(&f->model);
-    nx_mk_memory_free(&f->mem);
-    free(f);
+static int setup_moe(void **state) {
+    *state = tu_tiny_new("tiny-moe", 5, false, 1);
     return 0;
 }
 
-static nx_ctx *make_ctx(fixture *f, int n_seq, int n_snap) {
-    nx_ctx_params p = nx_ctx_default_params();
-    p.n_ctx = 48;
-    p.n_seq = n_seq;
-    p.n_snapshots = n_snap;
-    nx_ctx *c;
-    nx_err err;
-    if (!nx_ctx_create(&c, &f->model, &p, f->pool, &err)) fail_msg("%s", err.msg);
-    return c;
-}
-
-static void decode(nx_ctx *c, int seq, const int32_t *tokens, int n) {
-    int32_t pos[64], sid[64];
-    int8_t lg[64];
-    int32_t p0 = nx_ctx_n_past(c, seq);
-    for (int i = 0; i < n; i++) { pos[i] = p0 + i; sid[i] = seq; lg[i] = 1; }
-    nx_batch b = {n, tokens, pos, sid, lg};
-    nx_err err;
-    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
-    return m;
-}
-
-/* Compares the current recurrent state (slot cur) of seq sa in a with seq sb in b. */
-static double state_diff(const nx_ctx *a, int sa, const nx_ctx *b, int sb) {
-    double m = 0;
-    for (int l = 0; l < a->rs.n_layer; l++) {
-        m = fmax(m, max_abs_diff(nx_rstate_conv(&a->rs, l, a->rs.cur[sa], sa), nx_rstate_conv(&b->rs, l, b->rs.cur[sb], sb),
-                                 a->rs.conv_n));
-        /* the current delta state: a slot, or a slot plus pending replay rows */
-        float *x = malloc(a->rs.ssm_n * sizeof(float)), *y = malloc(b->rs.ssm_n * sizeof(float));
-        assert_non_null(x);
-        assert_non_null(y);
-        nx_rstate_ssm_current(&a->rs, l, sa, x);
-        nx_rstate_ssm_current(&b->rs, l, sb, y);
-        m = fmax(m, max_abs_diff(x, y, a->rs.ssm_n));
-        free(x);
-        free(y);
-    }
-    return m;
-}
+static nx_ctx *make_ctx(fixture *f, int n_seq, int n_snap) { return tu_tiny_ctx(f, 48, n_seq, n_snap, NX_KV_F16); }
 
 static const int32_t P[8] = {3, 77, 140, 9, 300, 12, 45, 500};
 static const int32_t Q[4] = {8, 250, 31, 199};
@@ -103,23 +42,23 @@ static void test_snapshot_rollback_equals_kept_tokens(void **state) {
     const int V = (int)f->model.hp.n_vocab;
     for (int r = 0; r <= 3; r++) {
         nx_ctx *spec = make_ctx(f, 1, 3), *plain = make_ctx(f, 1, 0);
-        decode(spec, 0, P, 8);
-        decode(spec, 0, Q, 4);
+        tu_decode(spec, 0, P, 8);
+        tu_decode(spec, 0, Q, 4);
         assert_int_equal(nx_ctx_seq_max_rollback(spec, 0), 3);
         nx_err err;
         if (!nx_ctx_seq_rollback(spec, 0, r, &err)) fail_msg("r=%d: %s", r, err.msg);
         assert_int_equal(spec->rs.cur[0], r); /* O(1): only the slot index moved */
         assert_int_equal(nx_ctx_n_past(spec, 0), 12 - r);
-        decode(plain, 0, P, 8);
-        decode(plain, 0, Q, 4 - r);
-        double sd = state_diff(spec, 0, plain, 0);
+        tu_decode(plain, 0, P, 8);
+        tu_decode(plain, 0, Q, 4 - r);
+        double sd = tu_state_diff(spec, 0, plain, 0);
         if (sd > 1e-6) fail_msg("r=%d: state differs by %g", r, sd);
         /* continue both with the same tokens: identical logits */
-        decode(spec, 0, U, 3);
+        tu_decode(spec, 0, U, 3);
         float *ls = malloc(3 * (size_t)V * sizeof(float));
         for (int i = 0; i < 3; i++) memcpy(ls + (size_t)i * V, nx_ctx_logits(spec, i), (size_t)V * sizeof(float));
-        decode(plain, 0, U, 3);
-        for (int i = 0; i < 3; i++) assert_true(max_abs_diff(ls + (size_t)i * V, nx_ctx_logits(plain, i), (size_t)V) < 1e-4);
+        tu_decode(plain, 0, U, 3);
+        for (int i = 0; i < 3; i++) assert_true(tu_max_abs_diff(ls + (size_t)i * V, nx_ctx_logits(plain, i), (size_t)V) < 1e-4);
         assert_int_equal(spec->rs.cur[0], 0);
         free(ls);
         nx_ctx_free(spec);
@@ -132,20 +71,20 @@ static void test_rollback_chain_and_reading_from_a_snapshot_slot(void **state) {
     fixture *f = *state;
     nx_ctx *spec = make_ctx(f, 1, 3), *plain = make_ctx(f, 1, 0);
     nx_err err;
-    decode(spec, 0, P, 8);
-    decode(spec, 0, Q, 4);
+    tu_decode(spec, 0, P, 8);
+    tu_decode(spec, 0, Q, 4);
     assert_true(nx_ctx_seq_rollback(spec, 0, 1, &err));
     assert_true(nx_ctx_seq_rollback(spec, 0, 1, &err));       /* total 2 */
     assert_false(nx_ctx_seq_rollback(spec, 0, 2, &err));      /* total 4 > R */
     assert_non_null(strstr(err.msg, "cannot roll the recurrent state back 2 tokens"));
     assert_int_equal(nx_ctx_n_past(spec, 0), 10);              /* failed rollback changed nothing */
     /* the next batch reads slot 2 and writes snapshots, including into slot 2 itself */
-    decode(spec, 0, U, 3);
+    tu_decode(spec, 0, U, 3);
     assert_true(nx_ctx_seq_rollback(spec, 0, 2, &err));
-    decode(plain, 0, P, 8);
-    decode(plain, 0, Q, 2);
-    decode(plain, 0, U, 1);
-    assert_true(state_diff(spec, 0, plain, 0) < 1e-6);
+    tu_decode(plain, 0, P, 8);
+    tu_decode(plain, 0, Q, 2);
+    tu_decode(plain, 0, U, 1);
+    assert_true(tu_state_diff(spec, 0, plain, 0) < 1e-6);
     nx_ctx_free(spec);
     nx_ctx_free(plain);
 }
@@ -154,7 +93,7 @@ static void test_rollback_limits(void **state) {
     fixture *f = *state;
     nx_ctx *c = make_ctx(f, 1, 3);
     nx_err err;
-    decode(c, 0, P, 2);
+    tu_decode(c, 0, P, 2);
     /* a 2-row batch keeps only 1 earlier state: rollback 2 would need the pre-batch state */
     assert_int_equal(nx_ctx_seq_max_rollback(c, 0), 1);
     assert_false(nx_ctx_seq_rollback(c, 0, 2, &err));
@@ -162,7 +101,7 @@ static void test_rollback_limits(void **state) {
     assert_false(nx_ctx_seq_rollback(c, 0, -1, &err));
     nx_ctx_free(c);
     nx_ctx *none = make_ctx(f, 1, 0);
-    decode(none, 0, P, 5);
+    tu_decode(none, 0, P, 5);
     assert_int_equal(nx_ctx_seq_max_rollback(none, 0), 0);
     assert_false(nx_ctx_seq_rollback(none, 0, 1, &err));
     assert_non_null(strstr(err.msg, "0 snapshot slots"));
@@ -175,25 +114,25 @@ static void test_truncate_then_redecode_equals_never_decoded(void **state) {
     const int V = (int)f->model.hp.n_vocab, E = (int)f->model.hp.n_embd;
     nx_ctx *a = make_ctx(f, 1, 3), *b = make_ctx(f, 1, 0);
     nx_err err;
-    decode(a, 0, P, 8);
-    decode(a, 0, Q, 4);
+    tu_decode(a, 0, P, 8);
+    tu_decode(a, 0, Q, 4);
     assert_true(nx_ctx_seq_truncate(a, 0, 10, &err)); /* drops Q[2], Q[3] */
     assert_true(nx_ctx_seq_truncate(a, 0, 10, &err)); /* no-op */
-    decode(a, 0, U, 3);
-    decode(b, 0, P, 8);
-    decode(b, 0, Q, 2);
-    decode(b, 0, U, 3);
-    for (int i = 0; i < 3; i++) assert_true(max_abs_diff(nx_ctx_logits(a, i), nx_ctx_logits(b, i), (size_t)V) < 1e-4);
-    assert_true(max_abs_diff(nx_ctx_hidden(a), nx_ctx_hidden(b), 3 * (size_t)E) < 1e-5);
+    tu_decode(a, 0, U, 3);
+    tu_decode(b, 0, P, 8);
+    tu_decode(b, 0, Q, 2);
+    tu_decode(b, 0, U, 3);
+    for (int i = 0; i < 3; i++) assert_true(tu_max_abs_diff(nx_ctx_logits(a, i), nx_ctx_logits(b, i), (size_t)V) < 1e-4);
+    assert_true(tu_max_abs_diff(nx_ctx_hidden(a), nx_ctx_hidden(b), 3 * (size_t)E) < 1e-5);
     /* truncate to 0 is a full reset */
     assert_true(nx_ctx_seq_truncate(a, 0, 0, &err));
     assert_int_equal(nx_ctx_n_past(a, 0), 0);
     nx_ctx *fresh = make_ctx(f, 1, 0);
-    decode(a, 0, U, 3);
-    decode(fresh, 0, U, 3);
-    for (int i = 0; i < 3; i++) assert_true(max_abs_diff(nx_ctx_logits(a, i), nx_ctx_logits(fresh, i), (size_t)V) < 1e-5);
+    tu_decode(a, 0, U, 3);
+    tu_decode(fresh, 0, U, 3);
+    for (int i = 0; i < 3; i++) assert_true(tu_max_abs_diff(nx_ctx_logits(a, i), nx_ctx_logits(fresh, i), (size_t)V) < 1e-5);
     /* truncating further back than any snapshot is refused, not silently wrong */
-    decode(a, 0, P, 8);
+    tu_decode(a, 0, P, 8);
     assert_false(nx_ctx_seq_truncate(a, 0, 2, &err));
     assert_non_null(strstr(err.msg, "cannot roll"));
     nx_ctx_free(a);
@@ -206,24 +145,24 @@ static void test_copy_sequence(void **state) {
     const int V = (int)f->model.hp.n_vocab;
     nx_ctx *c = make_ctx(f, 3, 1);
     nx_err err;
-    decode(c, 0, P, 8);
-    decode(c, 2, Q, 4); /* junk in the destination first */
+    tu_decode(c, 0, P, 8);
+    tu_decode(c, 2, Q, 4); /* junk in the destination first */
     assert_true(nx_ctx_seq_copy(c, 0, 2, &err));
     assert_int_equal(nx_ctx_n_past(c, 2), 8);
     assert_int_equal(nx_ctx_seq_max_rollback(c, 2), 0);
     float *l0 = malloc((size_t)V * sizeof(float));
-    decode(c, 0, U, 1);
+    tu_decode(c, 0, U, 1);
     memcpy(l0, nx_ctx_logits(c, 0), (size_t)V * sizeof(float));
-    decode(c, 2, U, 1);
-    assert_true(max_abs_diff(l0, nx_ctx_logits(c, 0), (size_t)V) < 1e-6);
+    tu_decode(c, 2, U, 1);
+    assert_true(tu_max_abs_diff(l0, nx_ctx_logits(c, 0), (size_t)V) < 1e-6);
     /* copy from a rolled-back sequence copies its current (snapshot) slot */
-    decode(c, 0, Q, 2);
+    tu_decode(c, 0, Q, 2);
     assert_true(nx_ctx_seq_rollback(c, 0, 1, &err));
     assert_true(nx_ctx_seq_copy(c, 0, 1, &err));
-    decode(c, 0, U + 1, 1);
+    tu_decode(c, 0, U + 1, 1);
     memcpy(l0, nx_ctx_logits(c, 0), (size_t)V * sizeof(float));
-    decode(c, 1, U + 1, 1);
-    assert_true(max_abs_diff(l0, nx_ctx_logits(c, 0), (size_t)V) < 1e-6);
+    tu_decode(c, 1, U + 1, 1);
+    assert_true(tu_max_abs_diff(l0, nx_ctx_logits(c, 0), (size_t)V) < 1e-6);
     assert_false(nx_ctx_seq_copy(c, 0, 3, &err));
     free(l0);
     nx_ctx_free(c);
@@ -256,10 +195,10 @@ static void test_long_batch_snapshots_across_fused_groups(void **state) {
             nx_err err;
             if (!nx_forward(spec, &b, &err)) fail_msg("%s", err.msg);
             if (!nx_ctx_seq_rollback(spec, 0, r, &err)) fail_msg("R=%d r=%d: %s", R, r, err.msg);
-            for (int i = 0; i < NA - r; i++) decode(plain, 0, A + i, 1);
-            for (int i = 0; i < NB; i++) decode(plain, 1, B + i, 1);
+            for (int i = 0; i < NA - r; i++) tu_decode(plain, 0, A + i, 1);
+            for (int i = 0; i < NB; i++) tu_decode(plain, 1, B + i, 1);
             /* batched rows and single rows share every kernel's float order: exactly equal */
-            double d0 = state_diff(spec, 0, plain, 0), d1 = state_diff(spec, 1, plain, 1);
+            double d0 = tu_state_diff(spec, 0, plain, 0), d1 = tu_state_diff(spec, 1, plain, 1);
             if (d0 != 0.0 || d1 != 0.0) fail_msg("R=%d r=%d: state differs by %g / %g", R, r, d0, d1);
             nx_ctx_free(spec);
             nx_ctx_free(plain);
@@ -274,24 +213,24 @@ static void test_checkpoint_after_rollback(void **state) {
     const int V = (int)f->model.hp.n_vocab;
     nx_ctx *spec = make_ctx(f, 1, 3), *plain = make_ctx(f, 1, 0);
     nx_err err;
-    decode(spec, 0, P, 8);
-    decode(spec, 0, Q, 4);
+    tu_decode(spec, 0, P, 8);
+    tu_decode(spec, 0, Q, 4);
     assert_true(nx_ctx_seq_rollback(spec, 0, 2, &err));
     nx_seq_ckpt ck = {0};
     if (!nx_seq_ckpt_save(&ck, spec, 0, &err)) fail_msg("%s", err.msg);
-    decode(spec, 0, U, 3);
+    tu_decode(spec, 0, U, 3);
     nx_rewind_kind how;
     if (!nx_ctx_seq_rewind(spec, 0, 10, &ck, NULL, &how, &err)) fail_msg("%s", err.msg);
     assert_int_equal(how, NX_REWIND_REDECODE);
-    decode(plain, 0, P, 8);
-    decode(plain, 0, Q, 2);
-    double sd = state_diff(spec, 0, plain, 0);
+    tu_decode(plain, 0, P, 8);
+    tu_decode(plain, 0, Q, 2);
+    double sd = tu_state_diff(spec, 0, plain, 0);
     if (sd != 0.0) fail_msg("restored state differs by %g", sd);
-    decode(spec, 0, U, 2);
+    tu_decode(spec, 0, U, 2);
     float *ls = malloc(2 * (size_t)V * sizeof(float));
     for (int i = 0; i < 2; i++) memcpy(ls + (size_t)i * V, nx_ctx_logits(spec, i), (size_t)V * sizeof(float));
-    decode(plain, 0, U, 2);
-    for (int i = 0; i < 2; i++) assert_true(max_abs_diff(ls + (size_t)i * V, nx_ctx_logits(plain, i), (size_t)V) == 0.0);
+    tu_decode(plain, 0, U, 2);
+    for (int i = 0; i < 2; i++) assert_true(tu_max_abs_diff(ls + (size_t)i * V, nx_ctx_logits(plain, i), (size_t)V) == 0.0);
     free(ls);
     nx_seq_ckpt_free(&ck);
     nx_ctx_free(spec);
@@ -337,6 +276,6 @@ int main(void) {
         cmocka_unit_test(test_long_batch_snapshots_across_fused_groups),
         cmocka_unit_test(test_checkpoint_after_rollback),
     };
-    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
-    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, tu_tiny_teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, tu_tiny_teardown);
 }

@@ -15,30 +15,12 @@
 #include "spec/mtp.h"
 #include "quant/quant.h"
 
-typedef struct fixture {
-    nx_mk_memory mem;
-    nx_model model;
-    nx_pool *pool;
-} fixture;
+typedef tu_tiny fixture;
 
 static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    nx_err err;
-    nx_mk_options o = {.preset = "tiny", .type = NX_TYPE_F32, .seed = 11, .mtp = true, .tie = 0};
-    if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, "tiny", true, &err)) fail_msg("%s", err.msg);
+    fixture *f = tu_tiny_new("tiny", 11, true, 0);
     assert_true(f->model.mtp.present);
-    f->pool = nx_pool_create(2, &err);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    nx_pool_free(f->pool);
-    nx_model_release(&f->model);
-    nx_mk_memory_free(&f->mem);
-    free(f);
     return 0;
 }
 
@@ -395,5 +377,5 @@ int main(void) {
         cmocka_unit_test(test_mtp_files),
         cmocka_unit_test(test_mtp_files_moe),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tu_tiny_teardown);
 }

@@ -13,90 +13,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward/ctx_internal.h"
 #include "forward/forward.h"
-#include "convert/mkmodel.h"
-#include "quant/quant.h"
 #include "forward/seq_ckpt.h"
 
 #define TOL 2e-5
 
-typedef struct fixture {
-    nx_mk_memory mem;
-    nx_model model;
-    nx_pool *pool;
-} fixture;
+typedef tu_tiny fixture;
 
-static int setup_preset(void **state, const char *preset) {
-    fixture *f = calloc(1, sizeof *f);
-    nx_err err;
-    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = 21, .mtp = false, .tie = 1};
-    if (!nx_mk_memory_build(&f->mem, &o, &err)) fail_msg("%s", err.msg);
-    if (!nx_model_bind(&f->model, &f->mem.hp, nx_mk_memory_lookup, &f->mem, preset, true, &err)) fail_msg("%s", err.msg);
-    f->pool = nx_pool_create(2, &err);
-    *state = f;
+static int setup(void **state) {
+    *state = tu_tiny_new("tiny", 21, false, 1);
     return 0;
 }
 
-static int setup(void **state) { return setup_preset(state, "tiny"); }
-static int setup_moe(void **state) { return setup_preset(state, "tiny-moe"); }
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    nx_pool_free(f->pool);
-    nx_model_release(&f->model);
-    nx_mk_memory_free(&f->mem);
-    free(f);
+static int setup_moe(void **state) {
+    *state = tu_tiny_new("tiny-moe", 21, false, 1);
     return 0;
 }
 
-static nx_ctx *make_ctx(fixture *f, int n_snap) {
-    nx_ctx_params p = nx_ctx_default_params();
-    p.n_ctx = 64;
-    p.n_snapshots = n_snap;
-    p.kv_type = NX_KV_F32;
-    nx_ctx *c;
-    nx_err err;
-    if (!nx_ctx_create(&c, &f->model, &p, f->pool, &err)) fail_msg("%s", err.msg);
-    return c;
-}
-
-static void decode(nx_ctx *c, const int32_t *tokens, int n) {
-    int32_t pos[64];
-    int8_t lg[64];
-    for (int i = 0; i < n; i++) { pos[i] = nx_ctx_n_past(c, 0) + i; lg[i] = 1; }
-    nx_batch b = {n, tokens, pos, NULL, lg};
-    nx_err err;
-    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
-}
-
-static double diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
-    return m;
-}
-
-static double state_diff(const nx_ctx *a, const nx_ctx *b) {
-    double m = 0;
-    for (int l = 0; l < a->rs.n_layer; l++) {
-        m = fmax(m, diff(nx_rstate_conv(&a->rs, l, a->rs.cur[0], 0), nx_rstate_conv(&b->rs, l, b->rs.cur[0], 0), a->rs.conv_n));
-        float *x = malloc(a->rs.ssm_n * sizeof(float)), *y = malloc(b->rs.ssm_n * sizeof(float));
-        assert_non_null(x);
-        assert_non_null(y);
-        nx_rstate_ssm_current(&a->rs, l, 0, x); /* a slot, or a slot plus pending replay rows */
-        nx_rstate_ssm_current(&b->rs, l, 0, y);
-        m = fmax(m, diff(x, y, a->rs.ssm_n));
-        free(x);
-        free(y);
-    }
-    return m;
-}
+static nx_ctx *make_ctx(fixture *f, int n_snap) { return tu_tiny_ctx(f, 64, 1, n_snap, NX_KV_F32); }
+static void decode(nx_ctx *c, const int32_t *tokens, int n) { tu_decode(c, 0, tokens, n); }
+static double state_diff(const nx_ctx *a, const nx_ctx *b) { return tu_state_diff(a, 0, b, 0); }
 
 /* next-token logits after feeding `tok` to both contexts */
 static double next_logits_diff(fixture *f, nx_ctx *a, nx_ctx *b, int32_t tok) {
     decode(a, &tok, 1);
     decode(b, &tok, 1);
-    return diff(nx_ctx_logits(a, 0), nx_ctx_logits(b, 0), f->model.hp.n_vocab);
+    return tu_max_abs_diff(nx_ctx_logits(a, 0), nx_ctx_logits(b, 0), f->model.hp.n_vocab);
 }
 
 static void test_verify_rollback_every_r(void **state) {
@@ -201,6 +143,6 @@ int main(void) {
         cmocka_unit_test(test_rollback_limits),
         cmocka_unit_test(test_rewind_checkpoint),
     };
-    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, teardown);
-    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, teardown);
+    int rc = cmocka_run_group_tests_name("qwen35 (tiny)", tests, setup, tu_tiny_teardown);
+    return rc + cmocka_run_group_tests_name("qwen35moe (tiny-moe)", moe_tests, setup_moe, tu_tiny_teardown);
 }

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "forward/ctx_internal.h"
+#include "quant/quant.h"
+
 void tu_rng_seed(tu_rng *r, uint64_t seed) {
     uint64_t z = seed + 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -58,4 +61,79 @@ const char *tu_src_path(const char *rel) {
     const char *root = getenv("NEXTN_SRC");
     snprintf(buf, sizeof buf, "%s/%s", root && *root ? root : ".", rel);
     return buf;
+}
+
+/* ---- tiny model ----------------------------------------------------------------------------- */
+
+tu_tiny *tu_tiny_new(const char *preset, uint64_t seed, bool mtp, int tie) {
+    tu_tiny *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    nx_err err;
+    nx_mk_options o = {.preset = preset, .type = NX_TYPE_F32, .seed = seed, .mtp = mtp, .tie = tie};
+    if (!nx_mk_memory_build(&t->mem, &o, &err)) fail_msg("%s", err.msg);
+    if (!nx_model_bind(&t->model, &t->mem.hp, nx_mk_memory_lookup, &t->mem, preset, true, &err)) fail_msg("%s", err.msg);
+    t->pool = nx_pool_create(2, &err);
+    if (!t->pool) fail_msg("%s", err.msg);
+    return t;
+}
+
+int tu_tiny_teardown(void **state) {
+    tu_tiny *t = *state;
+    nx_pool_free(t->pool);
+    nx_model_release(&t->model);
+    nx_mk_memory_free(&t->mem);
+    free(t);
+    return 0;
+}
+
+nx_ctx *tu_tiny_ctx(tu_tiny *t, int n_ctx, int n_seq, int n_snap, nx_kv_type kv) {
+    nx_ctx_params p = nx_ctx_default_params();
+    p.n_ctx = n_ctx;
+    p.n_seq = n_seq;
+    p.n_snapshots = n_snap;
+    p.kv_type = kv;
+    nx_ctx *c;
+    nx_err err;
+    if (!nx_ctx_create(&c, &t->model, &p, t->pool, &err)) fail_msg("%s", err.msg);
+    return c;
+}
+
+void tu_decode(nx_ctx *c, int seq, const int32_t *tokens, int n) {
+    int32_t pos[256], sid[256];
+    int8_t lg[256];
+    assert_true(n <= 256);
+    const int32_t p0 = nx_ctx_n_past(c, seq);
+    for (int i = 0; i < n; i++) {
+        pos[i] = p0 + i;
+        sid[i] = seq;
+        lg[i] = 1;
+    }
+    nx_batch b = {n, tokens, pos, sid, lg};
+    nx_err err;
+    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
+}
+
+double tu_max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+double tu_state_diff(const nx_ctx *a, int sa, const nx_ctx *b, int sb) {
+    double m = 0;
+    const nx_rstate *ra = &a->rs, *rb = &b->rs;
+    for (int l = 0; l < ra->n_layer; l++) {
+        m = fmax(m, tu_max_abs_diff(nx_rstate_conv(ra, l, ra->cur[sa], sa), nx_rstate_conv(rb, l, rb->cur[sb], sb),
+                                    ra->conv_n));
+        /* the current delta state: a slot, or a slot plus pending replay rows */
+        float *x = malloc(ra->ssm_n * sizeof(float)), *y = malloc(rb->ssm_n * sizeof(float));
+        assert_non_null(x);
+        assert_non_null(y);
+        nx_rstate_ssm_current(ra, l, sa, x);
+        nx_rstate_ssm_current(rb, l, sb, y);
+        m = fmax(m, tu_max_abs_diff(x, y, ra->ssm_n));
+        free(x);
+        free(y);
+    }
+    return m;
 }

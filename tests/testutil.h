@@ -1,4 +1,5 @@
-/* testutil.h - helpers shared by the cmocka tests (seeded RNG, temp paths, file reading). */
+/* testutil.h - helpers shared by the cmocka tests (seeded RNG, temp paths, file reading, the
+ * in-memory `tiny` / `tiny-moe` model fixture of the forward-pass tests). */
 #ifndef NX_TESTUTIL_H
 #define NX_TESTUTIL_H
 
@@ -7,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "convert/mkmodel.h"
+#include "forward/forward.h"
 
 /* splitmix64-seeded xorshift RNG: deterministic across platforms. */
 typedef struct { uint64_t s; } tu_rng;
@@ -22,5 +26,26 @@ const char *tu_tmp_path(const char *tag);
 void *tu_read_file(const char *path, size_t *len);
 /* Path of a file under the source tree ($NEXTN_SRC or ".").  Static buffer. */
 const char *tu_src_path(const char *rel);
+
+/* ---- an mkmodel preset (`tiny`, `tiny-moe`) in memory (F32 weights) with a 2-thread pool --- */
+typedef struct tu_tiny {
+    nx_mk_memory mem;
+    nx_model model;
+    nx_pool *pool;
+} tu_tiny;
+
+/* Builds and binds `preset` from `seed`; mtp: with the MTP block; tie: -1 preset's, 0 untied,
+ * 1 tied.  Fails the test on error. */
+tu_tiny *tu_tiny_new(const char *preset, uint64_t seed, bool mtp, int tie);
+/* cmocka teardown: frees the tu_tiny in *state. */
+int tu_tiny_teardown(void **state);
+/* A context on it: n_ctx positions, n_seq sequences, n_snap snapshot slots, KV type. */
+nx_ctx *tu_tiny_ctx(tu_tiny *t, int n_ctx, int n_seq, int n_snap, nx_kv_type kv);
+/* Decodes tokens[0..n) (n <= 256) of seq as one batch after its n_past, logits for every row. */
+void tu_decode(nx_ctx *c, int seq, const int32_t *tokens, int n);
+double tu_max_abs_diff(const float *a, const float *b, size_t n);
+/* Largest difference between the current recurrent state (conv window and delta state, every
+ * layer) of sequence sa of a and sequence sb of b. */
+double tu_state_diff(const nx_ctx *a, int sa, const nx_ctx *b, int sb);
 
 #endif
