@@ -6,24 +6,13 @@
  * The output is written (and fsynced, as the GGUF writer always does) to OUT_DIR. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "convert/convert.h"
 #include "quant/quant.h"
 #include "convert/safetensors.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -46,14 +35,13 @@ int main(int argc, char **argv) {
         nx_convert_opts o = {.out_type = types[k]};
         double wall[50], cpu[50];
         for (int r = -1; r < reps; r++) {
-            double t0 = nx_time_s(), c0 = cpu_s();
+            double t0 = nx_time_s(), c0 = bu_seconds(CLOCK_PROCESS_CPUTIME_ID);
             if (!nx_convert_hf(argv[1], out, &o, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
-            if (r >= 0) { wall[r] = nx_time_s() - t0; cpu[r] = cpu_s() - c0; }
+            if (r >= 0) { wall[r] = nx_time_s() - t0; cpu[r] = bu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0; }
         }
-        qsort(wall, (size_t)reps, sizeof *wall, cmp_d);
-        qsort(cpu, (size_t)reps, sizeof *cpu, cmp_d);
+        const double tw = bu_median(wall, reps), tc = bu_median(cpu, reps);
         printf("F16 -> %-5s  wall %.3f s = %7.1f MB/s   cpu %.3f s = %7.1f MB/s   (median of %d)\n",
-               nx_type_name(types[k]), wall[reps / 2], mb / wall[reps / 2], cpu[reps / 2], mb / cpu[reps / 2], reps);
+               nx_type_name(types[k]), tw, mb / tw, tc, mb / tc, reps);
     }
     printf("peak RSS %.1f MB\n", (double)nx_peak_rss_bytes() / 1e6);
     remove(out);

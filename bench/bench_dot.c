@@ -18,6 +18,7 @@
 
 #include <immintrin.h>
 
+#include "bench_util.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "base/threads.h"
@@ -27,21 +28,7 @@
 /* CPU time of the calling thread: on a shared machine, single-thread GB/s per CPU-second is
  * what the kernel achieves while it actually holds a core (wall time also counts the time
  * other processes hold it). */
-static double thread_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double thread_cpu_s(void) { return bu_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 /* ---- streaming read bandwidth ---- */
 
@@ -114,8 +101,8 @@ static double read_bandwidth(nx_pool *pool, const void *buf, size_t bytes, int r
     uint64_t s = 0;
     for (int i = 0; i < 512; i++) s += sc.partial[i];
     if (s == 42) printf("(checksum %llu)\n", (unsigned long long)s);
-    if (cpu_gbs) *cpu_gbs = (double)bytes / median(c, runs) / 1e9;
-    return (double)bytes / median(t, runs) / 1e9;
+    if (cpu_gbs) *cpu_gbs = (double)bytes / bu_median(c, runs) / 1e9;
+    return (double)bytes / bu_median(t, runs) / 1e9;
 }
 
 /* ---- matmul throughput ---- */
@@ -238,7 +225,7 @@ int main(int argc, char **argv) {
                 }
                 nx_free_aligned(xq);
                 const double wbytes = (double)row_bytes * (double)out;
-                const double gbs_cpu = wbytes / median(tc, runs) / 1e9;
+                const double gbs_cpu = wbytes / bu_median(tc, runs) / 1e9;
                 /* all threads: the whole nx_matmul (activation conversion included) */
                 readn = read_bandwidth(pool, buf, bytes, runs, NULL);
                 nx_matmul(pool, &scratch, &w, x, T, yb, &err); /* warm-up */
@@ -247,7 +234,7 @@ int main(int argc, char **argv) {
                     nx_matmul(pool, &scratch, &w, x, T, yb, &err);
                     tm[r] = nx_time_s() - t0;
                 }
-                const double gbs_n = wbytes / median(tm, runs) / 1e9;
+                const double gbs_n = wbytes / bu_median(tm, runs) / 1e9;
                 printf("| %s | %s | %d | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f%% |\n", t->name,
                        nx_isa_name((nx_isa)isa), T, gbs_cpu, read1, 100 * gbs_cpu / read1, gbs_n, readn,
                        100 * gbs_n / readn);

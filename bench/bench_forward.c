@@ -5,22 +5,9 @@
  * the same rates per CPU-second of the process (meaningful on a shared machine with 1 thread). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "forward/forward.h"
-
-/* CPU seconds used by the whole process (all threads): on a shared machine wall time includes
- * waiting for a core, CPU time does not. */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -50,28 +37,24 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) {
         nx_ctx_seq_clear(c, 0, NULL);
         nx_batch b = {np, tok, pos, NULL, NULL};
-        double c0 = cpu_s(), t0 = nx_time_s();
+        double c0 = bu_seconds(CLOCK_PROCESS_CPUTIME_ID), t0 = nx_time_s();
         if (!nx_forward(c, &b, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
-        double t1 = nx_time_s(), c1 = cpu_s();
+        double t1 = nx_time_s(), c1 = bu_seconds(CLOCK_PROCESS_CPUTIME_ID);
         for (int i = 0; i < ng; i++) {
             int32_t t = (int32_t)((i * 31) % m->hp.n_vocab), ps = np + i;
             nx_batch d = {1, &t, &ps, NULL, NULL};
             if (!nx_forward(c, &d, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
         }
-        double t2 = nx_time_s(), c2 = cpu_s();
+        double t2 = nx_time_s(), c2 = bu_seconds(CLOCK_PROCESS_CPUTIME_ID);
         pp[r] = np / (t1 - t0);
         tg[r] = ng / (t2 - t1);
         ppc[r] = np / (c1 - c0);
         tgc[r] = ng / (c2 - c1);
     }
-    qsort(pp, (size_t)reps, sizeof pp[0], cmp_d);
-    qsort(tg, (size_t)reps, sizeof tg[0], cmp_d);
-    qsort(ppc, (size_t)reps, sizeof ppc[0], cmp_d);
-    qsort(tgc, (size_t)reps, sizeof tgc[0], cmp_d);
     printf("model %s threads %d: pp%d %.2f t/s  tg%d %.2f t/s  (median of %d; weights %.1f MiB)\n", argv[1],
-           nx_pool_size(pool), np, pp[reps / 2], ng, tg[reps / 2], reps, m->weight_bytes / 1048576.0);
-    printf("  per CPU-second (all threads): pp%d %.2f t/cpu-s  tg%d %.2f t/cpu-s\n", np, ppc[reps / 2], ng,
-           tgc[reps / 2]);
+           nx_pool_size(pool), np, bu_median(pp, reps), ng, bu_median(tg, reps), reps, m->weight_bytes / 1048576.0);
+    printf("  per CPU-second (all threads): pp%d %.2f t/cpu-s  tg%d %.2f t/cpu-s\n", np, bu_median(ppc, reps), ng,
+           bu_median(tgc, reps));
     nx_ctx_free(c);
     nx_model_free(m);
     nx_pool_free(pool);

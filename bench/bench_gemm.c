@@ -8,18 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "quant/matmul.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     nx_type type = NX_TYPE_Q8_0;
@@ -61,17 +52,16 @@ int main(int argc, char **argv) {
     for (int path = 0; path < 2; path++) {
         double *ts = malloc(sizeof(double) * (size_t)reps);
         for (int r = 0; r <= reps; r++) {
-            const double t0 = now_s();
+            const double t0 = bu_seconds(CLOCK_MONOTONIC);
             if (path == 0) {
                 if (!nx_matmul(pool, &sc, &wt, x, T, y, &err)) return 1;
             } else {
                 for (int64_t t0r = 0; t0r < T; t0r += 8)
                     if (!nx_matmul(pool, &sc, &wt, x + t0r * in, NX_MIN(8, T - t0r), y + t0r * out, &err)) return 1;
             }
-            if (r > 0) ts[r - 1] = now_s() - t0; /* first run warms up */
+            if (r > 0) ts[r - 1] = bu_seconds(CLOCK_MONOTONIC) - t0; /* first run warms up */
         }
-        qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
-        t_path[path] = ts[reps / 2];
+        t_path[path] = bu_median(ts, reps);
         free(ts);
     }
     const double macs = (double)in * (double)out * (double)T;

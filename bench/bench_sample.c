@@ -11,20 +11,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "base/common.h"
 #include "sample/sample.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Thread CPU time: on a loaded machine wall time also counts waiting for a core. */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng_state = 0x1234567;
 static double uniform(void) {
@@ -88,7 +78,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < 64; i++) nx_sampler_accept(s, (int32_t)(uniform() * V), &err);
         for (int i = 0; i < iters; i++) {
-            double t0 = nx_time_s(), c0 = cpu_s();
+            double t0 = nx_time_s(), c0 = bu_seconds(CLOCK_THREAD_CPUTIME_ID);
             if (!nx_sampler_dist(s, logits, &d, &err)) {
                 fprintf(stderr, "bench_sample: %s\n", err.msg);
                 return 1;
@@ -96,12 +86,10 @@ int main(int argc, char **argv) {
             volatile int32_t tok = nx_sampler_draw(s, &d);
             (void)tok;
             t[i] = nx_time_s() - t0;
-            tc[i] = cpu_s() - c0;
+            tc[i] = bu_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
         }
-        qsort(t, (size_t)iters, sizeof *t, cmp_double);
-        qsort(tc, (size_t)iters, sizeof *tc, cmp_double);
-        printf("  %-38s wall %8.3f ms  cpu %8.3f ms  (%d candidates)\n", cfg[c].name, 1e3 * t[iters / 2],
-               1e3 * tc[iters / 2], d.n);
+        printf("  %-38s wall %8.3f ms  cpu %8.3f ms  (%d candidates)\n", cfg[c].name, 1e3 * bu_median(t, iters),
+               1e3 * bu_median(tc, iters), d.n);
         nx_dist_free(&d);
         nx_sampler_free(s);
     }

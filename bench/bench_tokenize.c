@@ -14,20 +14,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "gguf/gguf.h"
 #include "convert/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double cpu_time_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -79,20 +70,19 @@ int main(int argc, char **argv) {
     size_t n_tokens = 0;
     for (int r = 0; r < runs; r++) {
         nx_tokens out = {0};
-        double t0 = nx_time_s(), c0 = cpu_time_s();
+        double t0 = nx_time_s(), c0 = bu_seconds(CLOCK_THREAD_CPUTIME_ID);
         if (!nx_tokenize(tok, text, (size_t)n, false, true, &out, &err)) goto fail;
-        double dt = nx_time_s() - t0, dc = cpu_time_s() - c0;
+        double dt = nx_time_s() - t0, dc = bu_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
         mbs[r] = (double)n / dt / 1e6;
         cpu[r] = (double)n / dc / 1e6;
         n_tokens = out.n;
         nx_tokens_free(&out);
     }
     double cold = mbs[0], cold_cpu = cpu[0];
-    qsort(mbs + 1, (size_t)runs - 1, sizeof *mbs, cmp_double);
-    qsort(cpu + 1, (size_t)runs - 1, sizeof *cpu, cmp_double);
     printf("corpus %ld bytes -> %zu tokens\n", n, n_tokens);
     printf("cold (empty word cache): %6.1f MB/s wall, %6.1f MB/s cpu\n", cold, cold_cpu);
-    printf("warm median of %2d runs:  %6.1f MB/s wall, %6.1f MB/s cpu\n", runs - 1, mbs[runs / 2], cpu[runs / 2]);
+    printf("warm median of %2d runs:  %6.1f MB/s wall, %6.1f MB/s cpu\n", runs - 1, bu_median(mbs + 1, runs - 1),
+           bu_median(cpu + 1, runs - 1));
     free(mbs);
     free(cpu);
     free(text);

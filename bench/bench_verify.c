@@ -12,21 +12,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "base/common.h"
 #include "forward/forward.h"
 #include "model/model.h"
 #include "base/threads.h"
 
-static double now_s(int cpu) {
-    struct timespec ts;
-    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -37,6 +28,7 @@ int main(int argc, char **argv) {
     const int kmax = argc > 4 ? atoi(argv[4]) : 4, cpu = argc > 5 ? atoi(argv[5]) : 1;
     const int only = argc > 6 ? atoi(argv[6]) : 0;
     enum { NP = 32, KLIM = 16, RLIM = 200 };
+    const clockid_t clock = cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
     if (reps < 1 || reps > RLIM || kmax < 1 || kmax > KLIM || only < 0 || only > kmax) {
         fprintf(stderr, "reps 1..%d, kmax 1..%d, only 0..kmax\n", RLIM, KLIM);
         return 2;
@@ -74,9 +66,9 @@ int main(int argc, char **argv) {
                 lg[i] = 1;
             }
             nx_batch b = {k, tok, pos, NULL, lg};
-            const double t0 = now_s(cpu);
+            const double t0 = bu_seconds(clock);
             ok = nx_forward(c, &b, &err);
-            t[k][r] = now_s(cpu) - t0;
+            t[k][r] = bu_seconds(clock) - t0;
             ok = ok && nx_ctx_seq_rollback(c, 0, k - 1, &err);
             n_past++;
         }
@@ -89,8 +81,7 @@ int main(int argc, char **argv) {
     printf("%s, %d thread(s), %s time, %d rounds\n", argv[1], nth, cpu ? "process CPU" : "wall", reps);
     for (int k = 1; k <= kmax; k++) {
         if (only && k != only) continue;
-        qsort(t[k], (size_t)reps, sizeof(double), cmp_d);
-        const double med = t[k][reps / 2], mn = t[k][0];
+        const double med = bu_median(t[k], reps), mn = t[k][0];
         if (k == 1 || k == only) med1 = med, min1 = mn;
         printf("  %2d rows: median %8.3f ms = %.3fx   min %8.3f ms = %.3fx\n", k, med * 1e3, med / med1, mn * 1e3,
                mn / min1);
