@@ -1,5 +1,6 @@
 /* cli_util.c - see cli_util.h. */
 #include "cli_util.h"
+#include "nextn_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_model **out) {
     nextn_model_params mp = nextn_model_default_params();
@@ -22,7 +24,17 @@ bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_mod
     }
     fclose(f);
     nextn_error err;
-    if (!nextn_model_load(out, path, mp, &err)) {
+    /* on a terminal, a cold file is read once with a progress line (nothing when it is cached) */
+    nx_cli_progress pr;
+    nextn_model_params p = *mp;
+    nx_cli_progress_init(&pr, cmd, "loading tensor", "MB", false);
+    if (pr.on && !p.progress) {
+        p.progress = nx_cli_progress_model;
+        p.progress_user = &pr;
+    }
+    bool ok = nextn_model_load(out, path, &p, &err);
+    nx_cli_progress_end(&pr);
+    if (!ok) {
         fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
         return false;
     }
@@ -154,4 +166,65 @@ double nx_cli_time_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- progress line ---------------------------------------------------------------------------- */
+
+void nx_cli_progress_init(nx_cli_progress *p, const char *cmd, const char *item_word, const char *unit, bool quiet) {
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd;
+    p->item_word = item_word;
+    p->unit = unit;
+    p->on = !quiet && isatty(STDERR_FILENO);
+    p->t0 = nx_cli_time_s();
+}
+
+static void fmt_amount(char *buf, size_t n, const char *unit, double v) {
+    if (!strcmp(unit, "MB")) {
+        if (v >= 1e9) snprintf(buf, n, "%.2f GB", v / 1e9);
+        else snprintf(buf, n, "%.1f MB", v / 1e6);
+    } else {
+        snprintf(buf, n, "%.0f %s", v, unit);
+    }
+}
+
+void nx_cli_progress_show(nx_cli_progress *p, uint64_t item, uint64_t n_items, uint64_t done, uint64_t total,
+                          const char *name, const char *note) {
+    if (!p->on) return;
+    const double now = nx_cli_time_s();
+    const bool last = total && done >= total;
+    if (p->shown && !last && now - p->last < 0.1) return;
+    p->last = now;
+    const double el = now - p->t0, rate = el > 0 ? (double)done / el : 0;
+    char a[32], b[32], r[48], eta[32] = "ETA --:--";
+    fmt_amount(a, sizeof a, p->unit, (double)done);
+    fmt_amount(b, sizeof b, p->unit, (double)total);
+    if (!strcmp(p->unit, "MB")) snprintf(r, sizeof r, "%.1f MB/s", rate / 1e6);
+    else snprintf(r, sizeof r, "%.1f %s/s", rate, p->unit);
+    if (rate > 0 && el >= 0.5 && total >= done) {
+        const double s = (double)(total - done) / rate;
+        if (s < 360000) snprintf(eta, sizeof eta, "ETA %d:%02d:%02d", (int)(s / 3600), (int)(s / 60) % 60, (int)s % 60);
+    }
+    char it[48] = "";
+    if (n_items) snprintf(it, sizeof it, "%s %llu/%llu  ", p->item_word, (unsigned long long)item, (unsigned long long)n_items);
+    fprintf(stderr, "\r\033[Knextn %s: %s%s / %s  %s  %s  %.40s%s%s", p->cmd, it, a, b, r, eta, name ? name : "",
+            note ? " -> " : "", note ? note : "");
+    fflush(stderr);
+    p->shown = true;
+}
+
+void nx_cli_progress_end(nx_cli_progress *p) {
+    if (p->on && p->shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    p->shown = false;
+}
+
+void nx_cli_progress_model(void *user, const nextn_progress *pr) {
+    nx_cli_progress_show(user, pr->item, pr->n_items, pr->bytes, pr->total_bytes, pr->name, NULL);
+}
+
+void nx_cli_progress_tool(void *user, const struct nx_progress *pr) {
+    nx_cli_progress_show(user, pr->item, pr->n_items, pr->bytes, pr->total_bytes, pr->name, pr->note);
 }

@@ -17,6 +17,25 @@ bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_m
 /* The same with all model parameters. */
 bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_model_params *mp, nextn_model **out);
 
+/* A progress line on stderr - "nextn CMD: tensor 12/733  1.2/16.0 GB  812.3 MB/s  ETA 0:15  NAME"
+ * - redrawn in place at most 10 times a second, only when stderr is a terminal (pipes and CI
+ * logs stay quiet).  unit: "MB" (bytes shown in MB/GB) or a word counted as is ("tokens"). */
+typedef struct nx_cli_progress {
+    const char *cmd, *item_word, *unit;
+    bool on, shown;
+    double t0, last;
+} nx_cli_progress;
+void nx_cli_progress_init(nx_cli_progress *p, const char *cmd, const char *item_word, const char *unit, bool quiet);
+void nx_cli_progress_show(nx_cli_progress *p, uint64_t item, uint64_t n_items, uint64_t done, uint64_t total,
+                          const char *name, const char *note);
+/* Clears the line (call before printing anything else on stderr, and at the end). */
+void nx_cli_progress_end(nx_cli_progress *p);
+/* nextn_progress_fn for model loading, and nx_progress_fn (nextn_internal.h) for the tools
+ * (converter, quantizer, mkmodel); user = nx_cli_progress *. */
+void nx_cli_progress_model(void *user, const nextn_progress *p);
+struct nx_progress;
+void nx_cli_progress_tool(void *user, const struct nx_progress *p);
+
 /* Creates a context; prints the error on failure. */
 bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_context_params *p,
                            nextn_context **out);

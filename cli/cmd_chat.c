@@ -57,7 +57,8 @@ static void reader_open(reader *r, bool tty, bool use_history) {
     r->tty = tty;
     if (!tty) return;
     g_reader = r;
-    r->el = el_init("nextn", stdin, stdout, stderr);
+    /* the prompt and the echo go to stderr: stdout carries only replies (it may be redirected) */
+    r->el = el_init("nextn", stdin, stderr, stderr);
     if (!r->el) {
         r->tty = false;
         return;

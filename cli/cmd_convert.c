@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "convert/convert.h"
 #include "nextn_internal.h"
@@ -22,24 +23,7 @@ static void usage(FILE *f) {
             "  --fuse-gate-up-exps  MoE: one ffn_gate_up_exps tensor per layer instead of gate + up\n"
             "  --force     replace an existing output file\n"
             "  --name N    general.name (default: the folder name, title-cased like llama.cpp)\n"
-            "  -q          no progress output\n");
-}
-
-typedef struct progress_state {
-    double t0, last;
-    bool quiet, tty;
-} progress_state;
-
-static void on_progress(void *user, uint64_t done, uint64_t total, const char *tensor) {
-    progress_state *p = user;
-    if (p->quiet) return;
-    double now = nx_time_s();
-    if (now - p->last < 0.25 && done < total) return;
-    p->last = now;
-    double el = now - p->t0, mbs = el > 0 ? (double)done / 1e6 / el : 0;
-    fprintf(stderr, "%s[%3.0f%%] %8.1f / %.1f MB  %7.1f MB/s  %-40.40s%s", p->tty ? "\r" : "",
-            total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1e6, (double)total / 1e6, mbs, tensor,
-            p->tty ? "" : "\n");
+            "  -q          no progress line (it is shown only when stderr is a terminal)\n");
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -102,19 +86,17 @@ int cmd_convert(int argc, char **argv) {
         fprintf(stderr, "nextn convert: %s exists (use --force to replace it)\n", path);
         return 1;
     }
-    progress_state ps = {.t0 = nx_time_s(), .last = 0, .quiet = quiet, .tty = isatty(2)};
-    nx_convert_opts o = {.out_type = t, .mtp = mtp, .name = name, .fuse_gate_up_exps = fuse, .progress = on_progress,
-                         .progress_user = &ps};
+    nx_cli_progress ps;
+    nx_cli_progress_init(&ps, "convert", "tensor", "MB", quiet);
+    nx_convert_opts o = {.out_type = t, .mtp = mtp, .name = name, .fuse_gate_up_exps = fuse,
+                         .progress = nx_cli_progress_tool, .progress_user = &ps};
     nx_err err;
-    if (!nx_convert_hf(in, path, &o, &err)) {
-        if (!quiet && ps.tty) fprintf(stderr, "\n");
+    bool ok = nx_convert_hf(in, path, &o, &err);
+    nx_cli_progress_end(&ps);
+    if (!ok) {
         fprintf(stderr, "nextn convert: %s\n", err.msg);
         return 1;
     }
-    double el = nx_time_s() - ps.t0;
-    if (!quiet) {
-        if (ps.tty) fprintf(stderr, "\n");
-        fprintf(stderr, "nextn convert: wrote %s in %.2f s\n", path, el);
-    }
+    if (!quiet) fprintf(stderr, "nextn convert: wrote %s in %.2f s\n", path, nx_time_s() - ps.t0);
     return 0;
 }

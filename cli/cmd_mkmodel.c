@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "convert/mkmodel.h"
 #include "nextn_internal.h"
@@ -90,7 +91,12 @@ int cmd_mkmodel(int argc, char **argv) {
         return 1;
     }
     double t0 = nx_time_s();
+    nx_cli_progress pr;
+    nx_cli_progress_init(&pr, "mkmodel", "tensor", "MB", false);
+    o.progress = nx_cli_progress_tool;
+    o.progress_user = &pr;
     bool ok = nx_mkmodel_write(&o, out, pool, &err);
+    nx_cli_progress_end(&pr);
     nx_pool_free(pool);
     if (!ok) {
         fprintf(stderr, "nextn mkmodel: %s\n", err.msg);

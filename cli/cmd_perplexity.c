@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "cli_util.h"
@@ -132,6 +133,10 @@ int cmd_perplexity(int argc, char **argv) {
 
     double nll = 0.0, nll2 = 0.0;
     int64_t count = 0;
+    /* a live progress line when stderr is a terminal that the running values on stdout do not
+     * share (they would be overwritten); the per-pass time and ETA line is printed anyway */
+    nx_cli_progress prog;
+    nx_cli_progress_init(&prog, CMD, "chunk", "tokens", isatty(STDOUT_FILENO));
     double t_start = nx_cli_time_s();
     for (int32_t i = 0; i < n_chunk; i += n_seq) {
         const int32_t start = i * n_ctx;
@@ -177,8 +182,13 @@ int cmd_perplexity(int argc, char **argv) {
                 seq_nll2[bseq[r]] += v * v;
             }
         }
-        if (i == 0)
-            fprintf(stderr, "nextn %s: %.2f seconds per pass\n", CMD, nx_cli_time_s() - t_start);
+        if (i == 0) {
+            const double t_pass = nx_cli_time_s() - t_start, eta = t_pass * (double)((n_chunk - 1) / n_seq);
+            fprintf(stderr, "nextn %s: %.2f seconds per pass (%d chunks each), ETA %d:%02d\n", CMD, t_pass, n_seq,
+                    (int)(eta / 60), (int)eta % 60);
+        }
+        nx_cli_progress_show(&prog, (uint64_t)(i + seqs), (uint64_t)n_chunk, (uint64_t)(i + seqs) * (uint64_t)n_ctx,
+                             (uint64_t)n_chunk * (uint64_t)n_ctx, NULL, NULL);
         /* add the chunks of this group in order, printing the running value after each */
         for (int32_t s = 0; s < seqs; s++) {
             nll += seq_nll[s];
@@ -188,6 +198,7 @@ int cmd_perplexity(int argc, char **argv) {
         }
         fflush(stdout);
     }
+    nx_cli_progress_end(&prog);
     printf("\n");
     double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
     double ppl = exp(mean);

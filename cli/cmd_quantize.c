@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 #include "convert/quantize.h"
@@ -22,22 +23,8 @@ static void usage(FILE *f) {
             "              the mix's rules, as llama-quantize's --tensor-type (repeatable; first match)\n"
             "  -t N        threads (default: NEXTN_THREADS or all CPUs)\n"
             "  --force     replace an existing OUT.gguf\n"
-            "  -q          no progress output\n",
+            "  -q          no progress line (it is shown only when stderr is a terminal)\n",
             nx_quant_mix_names());
-}
-
-typedef struct qprogress { double t0, last; bool quiet, tty; } qprogress;
-
-static void on_progress(void *user, uint64_t done, uint64_t total, const char *tensor, uint32_t type) {
-    qprogress *p = user;
-    if (p->quiet) return;
-    double now = nx_time_s();
-    if (now - p->last < 0.25 && done < total) return;
-    p->last = now;
-    double el = now - p->t0;
-    fprintf(stderr, "%s[%3.0f%%] %8.1f / %.1f MB  %7.1f MB/s  %-36.36s -> %-5s%s", p->tty ? "\r" : "",
-            total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1e6, (double)total / 1e6,
-            el > 0 ? (double)done / 1e6 / el : 0.0, tensor, nx_type_name(type), p->tty ? "" : "\n");
 }
 
 int cmd_quantize(int argc, char **argv) {
@@ -85,10 +72,11 @@ int cmd_quantize(int argc, char **argv) {
     }
     nx_pool *pool = nx_pool_create(threads, &err);
     if (!pool) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
-    qprogress p = {.t0 = nx_time_s(), .quiet = quiet, .tty = isatty(2)};
-    bool ok = nx_quantize_file_ov(pos[0], pos[1], mix, ov, n_ov, pool, on_progress, &p, &err);
+    nx_cli_progress p;
+    nx_cli_progress_init(&p, "quantize", "tensor", "MB", quiet);
+    bool ok = nx_quantize_file_ov(pos[0], pos[1], mix, ov, n_ov, pool, nx_cli_progress_tool, &p, &err);
     nx_pool_free(pool);
-    if (!quiet && p.tty) fprintf(stderr, "\n");
+    nx_cli_progress_end(&p);
     if (!ok) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
     if (!quiet) fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);
     return 0;

@@ -48,8 +48,23 @@ const char *nextn_version(void);
 
 /* ---- model ------------------------------------------------------------------------------- */
 
+/* Progress of a long operation: item (1-based, the one in progress) of n_items, bytes of
+ * total_bytes done so far, the current item's name (may be NULL). */
+typedef struct nextn_progress {
+    uint64_t item, n_items;
+    uint64_t bytes, total_bytes;
+    const char *name;
+} nextn_progress;
+typedef void (*nextn_progress_fn)(void *user, const nextn_progress *p);
+
 typedef struct nextn_model_params {
     bool load_mtp;             /* bind the MTP block when the file has one (default false) */
+    nextn_progress_fn progress; /* when set and the weights are not in the page cache (less than 90%
+                                * resident), loading reads them once, in file order, calling this
+                                * after every 64 MiB (item = tensor, bytes of the tensor data) -
+                                * instead of faulting them in during the first decode.  NULL
+                                * (default): the file is only mapped. */
+    void *progress_user;
     bool no_normalize;         /* tokenizer: skip the vocabulary's Unicode normalisation (NFC; see
                                 * nextn_tokenizer_normalizes) and tokenize the bytes as given, as
                                 * llama.cpp does (default false) */

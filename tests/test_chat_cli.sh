@@ -24,9 +24,18 @@ run_ref() { # conv k mode
   node "$render" "$1" "$3" "$2" >"$tmp/ref.txt" || return 1
   "$NEXTN" run -m "$model" --tokens "$(ids "$tmp/ref.txt")" -n $N ${SAMPLING:---temp 0} --no-display-prompt 2>/dev/null
 }
+# a saved conversation split into files CONV.d/N (message count), CONV.d/K.role, .content,
+# .reasoning_content (one node run per file instead of one per field)
+split_conv() {
+  [ -d "$1.d" ] && [ "$1.d" -nt "$1" ] && return 0
+  rm -rf "$1.d"
+  node -e 'const fs=require("fs"), [f, d]=process.argv.slice(1), m=JSON.parse(fs.readFileSync(f, "utf8"));
+    fs.mkdirSync(d); fs.writeFileSync(d + "/N", String(m.length));
+    m.forEach((x, i) => { for (const k of ["role", "content", "reasoning_content"]) fs.writeFileSync(`${d}/${i}.${k}`, x[k] || ""); });' "$1" "$1.d"
+}
 # field of message K (0-based) of a saved conversation
-field() { node -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"))[+process.argv[2]]; process.stdout.write((m && m[process.argv[3]]) || "")' "$1" "$2" "$3"; }
-nmsg() { node -e 'process.stdout.write(String(JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).length))' "$1"; }
+field() { split_conv "$1" && { [ -f "$1.d/$2.$3" ] && cat "$1.d/$2.$3"; true; }; }
+nmsg() { split_conv "$1" && cat "$1.d/N"; }
 # every assistant reply of CONV from message FIRST on equals run_ref of the conversation before it
 replies_match() { # conv mode [first]
   local conv=$1 mode=$2 n k bad=0 checked=0

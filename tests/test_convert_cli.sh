@@ -11,7 +11,9 @@ B="$NEXTN_SRC/tests/fixtures/hf-qwen35-b"
 MA="$NEXTN_SRC/tests/fixtures/hf-qwen35moe-a"
 MB="$NEXTN_SRC/tests/fixtures/hf-qwen35moe-b"
 
-check "converts and reports MB/s"      '"$NEXTN" convert "$A" -o "$tmp/a.gguf" 2>"$tmp/log" && [ -s "$tmp/a.gguf" ] && grep -q "MB/s" "$tmp/log"'
+check "converts; no progress line in a pipe" '"$NEXTN" convert "$A" -o "$tmp/a.gguf" 2>"$tmp/log" && [ -s "$tmp/a.gguf" ] && grep -q "wrote" "$tmp/log" && ! grep -q "MB/s" "$tmp/log"'
+check "progress on a terminal: tensor i/N, MB/s, ETA" \
+  'script -qec "\"$NEXTN\" convert \"$A\" -o \"$tmp/a2.gguf\"" "$tmp/pty.log" </dev/null >/dev/null && grep -qa "tensor [0-9]*/[0-9]* .*MB/s  ETA" "$tmp/pty.log" && cmp -s "$tmp/a.gguf" "$tmp/a2.gguf"'
 check "refuses to overwrite"           'out=$("$NEXTN" convert "$A" -o "$tmp/a.gguf" -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "exists (use --force"'
 check "--force overwrites"             '"$NEXTN" convert "$A" -o "$tmp/a.gguf" --force -q'
 check "--mtp writes mtp-<name>.gguf"   '"$NEXTN" convert "$A" -o "$tmp/m.gguf" --mtp -q && [ -s "$tmp/mtp-m.gguf" ] && [ ! -e "$tmp/m.gguf" ]'

@@ -6,7 +6,9 @@ check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-quantize-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 "$NEXTN" convert "$NEXTN_SRC/tests/fixtures/hf-qwen35-a" -o "$tmp/a.gguf" -q || { echo "FAIL: convert"; exit 1; }
-check "quantizes with progress"     '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q4_k_m -t 2 2>"$tmp/log" && grep -q "MB/s" "$tmp/log" && "$NEXTN" info "$tmp/q.gguf" | grep -q q5_0'
+check "quantizes; no progress line in a pipe" '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q4_k_m -t 2 2>"$tmp/log" && ! grep -q "MB/s" "$tmp/log" && "$NEXTN" info "$tmp/q.gguf" | grep -q q5_0'
+check "progress on a terminal: tensor i/N, MB/s, ETA, target type" \
+  'script -qec "\"$NEXTN\" quantize \"$tmp/a.gguf\" \"$tmp/q2.gguf\" q4_k_m -t 2" "$tmp/pty.log" </dev/null >/dev/null && grep -qa "tensor [0-9]*/[0-9]* .*MB/s  ETA.* -> q" "$tmp/pty.log" && cmp -s "$tmp/q.gguf" "$tmp/q2.gguf"'
 check "refuses to overwrite"        'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q8_0 -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "use --force"'
 check "--force replaces"            '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" Q8_0 --force -q'
 check "unknown type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q1_k 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "q1_k"'

@@ -64,8 +64,19 @@ const char *nextn_version(void) { return "0.1.0"; }
 /* ---- model ------------------------------------------------------------------------------- */
 
 nextn_model_params nextn_model_default_params(void) {
-    nextn_model_params p = {.load_mtp = false, .no_normalize = false};
+    nextn_model_params p = {.load_mtp = false, .no_normalize = false, .progress = NULL, .progress_user = NULL};
     return p;
+}
+
+typedef struct progress_fwd {
+    nextn_progress_fn fn;
+    void *user;
+} progress_fwd;
+
+static void forward_progress(void *user, const nx_progress *p) {
+    const progress_fwd *f = user;
+    nextn_progress q = {p->item, p->n_items, p->bytes, p->total_bytes, p->name};
+    f->fn(f->user, &q);
 }
 
 bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_params *params, nextn_error *err) {
@@ -81,6 +92,10 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
     }
     struct stat st;
     m->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (p.progress) {
+        progress_fwd f = {p.progress, p.progress_user};
+        nx_gguf_prefetch(m->model->gguf, forward_progress, &f);
+    }
     if (nx_gguf_find_kv(m->model->gguf, "tokenizer.ggml.model")) {
         if (!nx_tokenizer_from_gguf(&m->tok, m->model->gguf, &ie)) {
             nx_model_free(m->model);

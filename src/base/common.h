@@ -23,6 +23,17 @@ typedef struct nx_err {
  * `return nx_fail(err, "%s: bad magic", path);`. */
 bool nx_fail(nx_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Progress of a long operation (converting, quantising, writing, loading), reported to the
+ * caller's callback: library and tool code never prints.  item (1-based: the one in progress)
+ * of n_items, 0 when unknown; bytes of total_bytes processed so far. */
+typedef struct nx_progress {
+    uint64_t item, n_items;
+    uint64_t bytes, total_bytes;
+    const char *name;   /* the current item, e.g. a tensor name; may be NULL */
+    const char *note;   /* a detail, e.g. the target type; may be NULL */
+} nx_progress;
+typedef void (*nx_progress_fn)(void *user, const nx_progress *p);
+
 /* Prepends "prefix: " to an existing message (used to add context while unwinding). */
 bool nx_fail_prefix(nx_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

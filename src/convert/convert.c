@@ -361,7 +361,9 @@ static uint64_t perm_src(const cv_hp *hp, uint64_t i, uint64_t first, uint64_t h
 }
 
 static void report(cv_job *job, const cv_tensor *t) {
-    if (job->opts->progress) job->opts->progress(job->opts->progress_user, job->done, job->total, t->name);
+    if (!job->opts->progress) return;
+    nx_progress p = {(uint64_t)(t - job->t) + 1, job->n_t, job->done, job->total, t->name, NULL};
+    job->opts->progress(job->opts->progress_user, &p);
 }
 
 static bool encode_row(const cv_job *job, uint32_t type, const float *x, void *dst, uint64_t n) {

@@ -32,8 +32,6 @@ typedef enum nx_convert_mtp {
     NX_CONVERT_MTP_DROP,        /* trunk only: no MTP tensors, no nextn_predict_layers */
 } nx_convert_mtp;
 
-/* Called after every chunk of tensor data: `done` of `total` source bytes, current GGUF name. */
-typedef void (*nx_convert_progress_fn)(void *user, uint64_t done, uint64_t total, const char *tensor);
 
 typedef struct nx_convert_opts {
     uint32_t out_type;                  /* NX_TYPE_F32, NX_TYPE_F16, NX_TYPE_BF16 or NX_TYPE_Q8_0 */
@@ -41,7 +39,8 @@ typedef struct nx_convert_opts {
     const char *name;                   /* general.name; NULL = the folder name title-cased as llama.cpp does */
     bool fuse_gate_up_exps;             /* MoE: one ffn_gate_up_exps per layer instead of ffn_gate_exps +
                                          * ffn_up_exps (llama.cpp's --fuse-gate-up-exps) */
-    nx_convert_progress_fn progress;    /* may be NULL */
+    nx_progress_fn progress;            /* may be NULL; after every chunk of tensor data: tensor i of n
+                                         * (GGUF name), source bytes done of total */
     void *progress_user;
 } nx_convert_opts;
 

@@ -40,6 +40,8 @@ typedef struct nx_mk_options {
     int tie;                 /* -1 preset default, 0 untied, 1 tied */
     uint32_t n_layers;       /* trunk layers, 0 = preset's (widths and the layer-type rule unchanged) */
     bool fuse_gate_up;       /* MoE: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps */
+    nx_progress_fn progress; /* nx_mkmodel_write: after each tensor (i of n, bytes written); may be NULL */
+    void *progress_user;
 } nx_mk_options;
 
 /* Hyper-parameters of a preset (recurrent[] filled, validated).  *tied = preset's head tying. */

@@ -112,6 +112,9 @@ typedef struct fill_job {
     nx_pool *pool;
     uint8_t *dst;
     float *rowbuf;     /* [n_threads][ne0] */
+    const nx_mk_options *o;
+    uint64_t index, n; /* progress: tensor index + 1 of n */
+    uint64_t *done, total;
 } fill_job;
 
 static void fill_task(void *p, int ith, int nth) {
@@ -139,6 +142,11 @@ static bool fill_tensor(void *user, void *dst, uint64_t nbytes, nx_err *err) {
     else fill_task(j, 0, 1);
     free(j->rowbuf);
     j->rowbuf = NULL;
+    *j->done += nbytes;
+    if (j->o->progress) {
+        nx_progress p = {j->index, j->n, *j->done, j->total, j->t->name, NULL};
+        j->o->progress(j->o->progress_user, &p);
+    }
     return true;
 }
 
@@ -211,6 +219,7 @@ bool nx_mkmodel_write(const nx_mk_options *o, const char *path, nx_pool *pool, n
     OK(nx_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", eot, err));
     OK(nx_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", false, err));
 
+    uint64_t done_bytes = 0, total_bytes = 0;
     for (int i = 0; i < n; i++) {
         fill_job *j = &jobs[i];
         j->t = &ts[i];
@@ -218,12 +227,18 @@ bool nx_mkmodel_write(const nx_mk_options *o, const char *path, nx_pool *pool, n
         j->seed = o->seed;
         j->type = ts[i].keep_f32 ? NX_TYPE_F32 : o->type;
         j->pool = pool;
+        j->o = o;
+        j->index = (uint64_t)i + 1;
+        j->n = (uint64_t)n;
+        j->done = &done_bytes;
         if (!nx_row_size(j->type, (int64_t)ts[i].ne[0], &j->row_bytes, err)) {
             nx_fail_prefix(err, "mkmodel: tensor '%s'", ts[i].name);
             goto done;
         }
+        total_bytes += j->row_bytes * (uint64_t)nx_mk_rows(&ts[i]);
         OK(nx_gguf_add_tensor_fn(w, ts[i].name, j->type, ts[i].n_dims, ts[i].ne, fill_tensor, j, err));
     }
+    for (int i = 0; i < n; i++) jobs[i].total = total_bytes;
     OK(nx_gguf_writer_write(w, path, err));
 #undef OK
     ok = true;

@@ -240,8 +240,10 @@ typedef struct qjob {
     float *scratch;           /* n_threads x max_cols */
     uint64_t max_cols;
     uint64_t done, total;
-    nx_quantize_progress_fn progress;
+    nx_progress_fn progress;
     void *progress_user;
+    const struct qtensor *ts;  /* all tensors, in output order (progress: the index) */
+    uint64_t n_ts;
     /* current tensor, for the workers */
     const qtensor *cur;
     void *dst;
@@ -296,13 +298,16 @@ static bool fill(void *user, void *dst, uint64_t nbytes, nx_err *err) {
     }
     release_pages(t->src->data, t->src->nbytes);
     j->done += t->src->nbytes;
-    if (j->progress) j->progress(j->progress_user, j->done, j->total, t->name, t->type);
+    if (j->progress) {
+        nx_progress p = {(uint64_t)(t - j->ts) + 1, j->n_ts, j->done, j->total, t->name, nx_type_name(t->type)};
+        j->progress(j->progress_user, &p);
+    }
     return true;
 }
 
 static bool quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                           const nx_quant_override *overrides, const regex_t *override_re, size_t n_overrides,
-                          nx_pool *pool, nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
+                          nx_pool *pool, nx_progress_fn progress, void *progress_user, nx_err *err);
 
 /* <arch>.attention.<key>: a u32, or the first element of a per-layer array; 0 if absent. */
 static bool head_count(const nx_gguf *g, nx_str arch, const char *key, uint32_t *out, nx_err *err) {
@@ -322,7 +327,7 @@ static bool head_count(const nx_gguf *g, nx_str arch, const char *key, uint32_t 
 }
 
 bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix, nx_pool *pool,
-                      nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
+                      nx_progress_fn progress, void *progress_user, nx_err *err) {
     return nx_quantize_file_ov(in_path, out_path, mix, NULL, 0, pool, progress, progress_user, err);
 }
 
@@ -350,7 +355,7 @@ bool nx_quant_override_parse(const char *arg, nx_quant_override *out, nx_err *er
 
 bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                          const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
-                         nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
+                         nx_progress_fn progress, void *progress_user, nx_err *err) {
     regex_t *re = n_overrides ? nx_calloc(n_overrides, sizeof *re, "tensor type patterns", err) : NULL;
     if (n_overrides && !re) return false;
     size_t n_re = 0;
@@ -368,7 +373,7 @@ bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_qua
 
 static bool quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                           const nx_quant_override *overrides, const regex_t *override_re, size_t n_overrides,
-                          nx_pool *pool, nx_quantize_progress_fn progress, void *progress_user, nx_err *err) {
+                          nx_pool *pool, nx_progress_fn progress, void *progress_user, nx_err *err) {
     nx_gguf *g = NULL;
     if (!nx_gguf_open(&g, in_path, err)) return false;
     qtensor *ts = nx_calloc(g->n_tensors ? g->n_tensors : 1, sizeof *ts, "tensor list", err);
@@ -442,6 +447,8 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
         job.pool = pool;
         job.progress = progress;
         job.progress_user = progress_user;
+        job.ts = ts;
+        job.n_ts = g->n_tensors;
         job.f16_to_f32 = nx_cv_f16_to_f32_best();
         job.q8_0 = nx_cv_q8_0_best();
         job.scratch = nx_malloc((size_t)nth * job.max_cols * sizeof(float), "row scratch", err);

@@ -37,13 +37,11 @@ typedef struct nx_quant_mix {
 const nx_quant_mix *nx_quant_mix_find(const char *name);   /* NULL if unknown */
 const char *nx_quant_mix_names(void);                       /* "q8_0, q4_0, ..." for messages */
 
-/* Progress: `done` of `total` tensors' source bytes, the current tensor and its new type. */
-typedef void (*nx_quantize_progress_fn)(void *user, uint64_t done, uint64_t total, const char *tensor,
-                                         uint32_t type);
-
-/* Re-quantises in_path into out_path (temp file + rename).  pool may be NULL (single thread). */
+/* Re-quantises in_path into out_path (temp file + rename).  pool may be NULL (single thread).
+ * progress (may be NULL) after each tensor: tensor i of n, source bytes done of total, its
+ * name and new type name (note). */
 bool nx_quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix, nx_pool *pool,
-                      nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
+                      nx_progress_fn progress, void *progress_user, nx_err *err);
 
 /* Per-tensor type overrides (llama-quantize's --tensor-type PATTERN=TYPE): for a tensor the
  * rules would quantise, the first override whose pattern matches somewhere in its name gives
@@ -59,7 +57,7 @@ typedef struct nx_quant_override {
 bool nx_quant_override_parse(const char *arg, nx_quant_override *out, nx_err *err);
 bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                          const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
-                         nx_quantize_progress_fn progress, void *progress_user, nx_err *err);
+                         nx_progress_fn progress, void *progress_user, nx_err *err);
 
 /* The type-selection state and rule, exposed for tests: call nx_qstate_init with all tensor
  * names (in processing order), then nx_qstate_choose for each in the same order. */

@@ -98,6 +98,13 @@ bool nx_gguf_open(nx_gguf **out, const char *path, nx_err *err);
 bool nx_gguf_open_memory(nx_gguf **out, const void *buf, uint64_t size, const char *name, nx_err *err);
 void nx_gguf_close(nx_gguf *g);
 
+/* Reads the tensor data of a mapped file into the page cache, tensor by tensor in file order
+ * (readahead requested one 64 MiB chunk ahead), calling fn (may be NULL) after each chunk.
+ * When at least 90% of the data pages are resident already (mincore), it does nothing and
+ * returns false; true when it read.  For showing progress while a cold file is read once,
+ * instead of faulting it in during the first forward pass.  Never fails (advisory). */
+bool nx_gguf_prefetch(const nx_gguf *g, nx_progress_fn fn, void *user);
+
 /* Lookup.  Keys and tensor names are compared as byte strings. Return NULL / -1 if absent. */
 const nx_gguf_kv     *nx_gguf_find_kv(const nx_gguf *g, const char *key);
 const nx_gguf_tensor *nx_gguf_find_tensor(const nx_gguf *g, const char *name);

@@ -771,3 +771,64 @@ nx_str nx_gguf_arr_str(const nx_gguf_kv *kv, uint64_t i) {
     s.ptr = (const char *)(p + 8);
     return s;
 }
+
+typedef struct { uint64_t off; uint64_t idx; } pf_item;
+
+static int cmp_pf(const void *a, const void *b) {
+    const pf_item *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+bool nx_gguf_prefetch(const nx_gguf *g, nx_progress_fn fn, void *user) {
+    if (!g->owns_mapping || g->n_tensors == 0 || g->data_offset >= g->size) return false;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t start = g->data_offset & ~(page - 1), len = g->size - start, n_pages = (len + page - 1) / page;
+    unsigned char *vec = malloc(n_pages);
+    if (!vec) return false;
+    if (mincore((void *)(g->base + start), len, vec) == 0) {
+        uint64_t resident = 0;
+        for (uint64_t i = 0; i < n_pages; i++) resident += vec[i] & 1;
+        if (resident * 10 >= n_pages * 9) {
+            free(vec);
+            return false;
+        }
+    }
+    free(vec);
+    pf_item *order = malloc(g->n_tensors * sizeof *order);
+    if (!order) return false;
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        order[i] = (pf_item){(uint64_t)((const uint8_t *)g->tensors[i].data - g->base), i};
+        total += g->tensors[i].nbytes;
+    }
+    qsort(order, g->n_tensors, sizeof *order, cmp_pf);
+    const uint64_t chunk = 64u << 20;
+    uint64_t done = 0;
+    volatile uint8_t sink = 0;
+    for (uint64_t k = 0; k < g->n_tensors; k++) {
+        const nx_gguf_tensor *t = &g->tensors[order[k].idx];
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 127 ? t->name.len : 127), t->name.ptr);
+        const uint8_t *p = t->data;
+        for (uint64_t off = 0; off < t->nbytes || (off == 0 && t->nbytes == 0); off += chunk) {
+            const uint64_t n = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+            /* ask for the next chunk while this one is read */
+            const uintptr_t a = ((uintptr_t)(p + off + n)) & ~(uintptr_t)(page - 1);
+            const uintptr_t end = (uintptr_t)(g->base + g->size);
+            if (a < end) madvise((void *)a, (size_t)((end - a) < chunk ? end - a : chunk), MADV_WILLNEED);
+            uint8_t acc = 0;
+            for (uint64_t b = 0; b < n; b += page) acc ^= p[off + b];
+            if (n) acc ^= p[off + n - 1];
+            sink ^= acc;
+            done += n;
+            if (fn) {
+                nx_progress pr = {k + 1, g->n_tensors, done, total, name, NULL};
+                fn(user, &pr);
+            }
+            if (t->nbytes == 0) break;
+        }
+    }
+    (void)sink;
+    free(order);
+    return true;
+}
