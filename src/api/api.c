@@ -86,7 +86,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
     nx_err ie;
     nextn_model *m = nx_calloc(1, sizeof *m, "model handle", &ie);
     if (!m) return pass(err, &ie);
-    if (!nx_model_load(&m->model, path, p.load_mtp, &ie)) {
+    if (!nx_model_open(&m->model, path, p.load_mtp, &ie)) {
         free(m);
         return pass(err, &ie);
     }
@@ -96,6 +96,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
         progress_fwd f = {p.progress, p.progress_user};
         nx_gguf_prefetch(m->model->gguf, forward_progress, &f);
     }
+    nx_model_prefault(m->model);
     if (nx_gguf_find_kv(m->model->gguf, "tokenizer.ggml.model")) {
         if (!nx_tokenizer_from_gguf(&m->tok, m->model->gguf, &ie)) {
             nx_model_free(m->model);

@@ -199,6 +199,11 @@ bool nx_model_bind_mtp_only(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_
 
 /* Opens and binds a GGUF file.  On success *out is owned by the caller (nx_model_free). */
 bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err);
+/* nx_model_load in two steps, for a caller that reads the file itself first (with progress):
+ * nx_model_open binds without touching the tensor data; nx_model_prefault then maps the data
+ * into the page tables (MADV_POPULATE_READ) when the file fits in memory - best effort. */
+bool nx_model_open(nx_model **out, const char *path, bool want_mtp, nx_err *err);
+void nx_model_prefault(const nx_model *m);
 void nx_model_free(nx_model *m);     /* frees a loaded model (and the struct itself) */
 void nx_model_release(nx_model *m);  /* frees what nx_model_bind allocated, not the struct */
 

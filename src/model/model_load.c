@@ -147,7 +147,15 @@ static void prefault(const nx_gguf *g) {
     madvise((void *)lo, len, MADV_WILLNEED);
 }
 
+void nx_model_prefault(const nx_model *m) { prefault(m->gguf); }
+
 bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err) {
+    if (!nx_model_open(out, path, want_mtp, err)) return false;
+    prefault((*out)->gguf);
+    return true;
+}
+
+bool nx_model_open(nx_model **out, const char *path, bool want_mtp, nx_err *err) {
     *out = NULL;
     nx_gguf *g = NULL;
     if (!nx_gguf_open(&g, path, err)) return false;
@@ -159,7 +167,6 @@ bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err)
         return false;
     }
     m->gguf = g;
-    prefault(g);
     *out = m;
     return true;
 }
