@@ -228,3 +228,45 @@ void nx_cli_progress_model(void *user, const nextn_progress *pr) {
 void nx_cli_progress_tool(void *user, const struct nx_progress *pr) {
     nx_cli_progress_show(user, pr->item, pr->n_items, pr->bytes, pr->total_bytes, pr->name, pr->note);
 }
+
+const nx_cli_flag_name nx_cli_gen_flags[] = {
+    {"draft_vocab = NEXTN_DRAFT_VOCAB_ALL", "--draft-vocab 0"},
+    {"draft_vocab_file", "--draft-vocab-file"},
+    {"draft_vocab", "--draft-vocab"},
+    {"draft_max", "--draft-max"},
+    {"draft_min", "--draft-min"},
+    {"draft_p_min", "--draft-p-min"},
+    {"use_mtp false", "--no-mtp"},
+    {"mtp_model", "--mtp-model"},
+    {"chat_format", "--chat-format"},
+    {"oracle mode", "--spec-oracle"},
+    {NULL, NULL},
+};
+
+static bool is_word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+void nx_cli_flag_names(const char *msg, const nx_cli_flag_name *table, char *out, size_t cap) {
+    size_t o = 0;
+    if (cap == 0) return;
+    for (const char *p = msg; *p;) {
+        const nx_cli_flag_name *hit = NULL;
+        if (p == msg || !is_word_char(p[-1]))
+            for (const nx_cli_flag_name *t = table; t->field && !hit; t++) {
+                const size_t n = strlen(t->field);
+                if (!strncmp(p, t->field, n) && !is_word_char(p[n])) hit = t;
+            }
+        const char *src = hit ? hit->flag : p;
+        const size_t n = hit ? strlen(hit->flag) : 1;
+        for (size_t i = 0; i < n && o + 1 < cap; i++) out[o++] = src[i];
+        p += hit ? strlen(hit->field) : 1;
+    }
+    out[o] = 0;
+}
+
+void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *table) {
+    char buf[2 * NEXTN_ERROR_MAX];
+    nx_cli_flag_names(msg, table ? table : nx_cli_gen_flags, buf, sizeof buf);
+    fprintf(stderr, "nextn %s: %s\n", cmd, buf);
+}

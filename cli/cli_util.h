@@ -63,6 +63,25 @@ char *nx_cli_read_file(const char *cmd, const char *path, size_t *len);
  * vocabulary [0, 256)" on failure. */
 bool nx_cli_check_ids(const char *cmd, const char *what, const int32_t *ids, int32_t n, int32_t n_vocab);
 
+/* ---- library errors in the CLI's words ----------------------------------------------------
+ * Library errors name API fields and values ("draft_max 20 out of range (1..16)"); the CLI
+ * shows the flag that sets them ("--draft-max 20 out of range (1..16)").  A table maps each
+ * field phrase to its flag; phrases match whole words only. */
+typedef struct nx_cli_flag_name {
+    const char *field; /* as the library writes it, e.g. "draft_max", "use_mtp false" */
+    const char *flag;  /* e.g. "--draft-max", "--no-mtp" */
+} nx_cli_flag_name;
+
+/* The flags of the generation commands (run, spec-bench, serve, bench): draft_*, mtp_model,
+ * use_mtp false, chat_format, oracle mode.  Terminated by {NULL, NULL}. */
+extern const nx_cli_flag_name nx_cli_gen_flags[];
+
+/* msg with every table field replaced by its flag, into out (truncated to cap). */
+void nx_cli_flag_names(const char *msg, const nx_cli_flag_name *table, char *out, size_t cap);
+/* Prints "nextn CMD: MSG" on stderr (a library error or notice), MSG in flag names (table NULL =
+ * nx_cli_gen_flags). */
+void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *table);
+
 /* Median / min / max of n values (sorts a copy). */
 void nx_cli_stats(const double *v, int n, double *median, double *min, double *max);
 

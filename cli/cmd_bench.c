@@ -29,7 +29,7 @@ static void random_tokens(int32_t *ids, int32_t n, int32_t n_vocab, uint64_t see
 static bool clear(nextn_context *ctx) {
     nextn_error err;
     if (!nextn_seq_clear(ctx, 0, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nx_cli_report(CMD, err.msg, NULL);
         return false;
     }
     return true;
@@ -53,7 +53,7 @@ static bool run_tg(nextn_context *ctx, const int32_t *ids, int32_t n, double *se
         nextn_batch b = {.n_tokens = 1, .token = ids + i, .pos = &i, .seq_id = NULL, .logits = NULL};
         nextn_error err;
         if (!nextn_decode(ctx, &b, &err)) {
-            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            nx_cli_report(CMD, err.msg, NULL);
             return false;
         }
     }

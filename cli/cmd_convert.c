@@ -94,7 +94,7 @@ int cmd_convert(int argc, char **argv) {
     bool ok = nx_convert_hf(in, path, &o, &err);
     nx_cli_progress_end(&ps);
     if (!ok) {
-        fprintf(stderr, "nextn convert: %s\n", err.msg);
+        nx_cli_report("convert", err.msg, (const nx_cli_flag_name[]){{"mtp = NX_CONVERT_MTP_ONLY", "--mtp"}, {NULL, NULL}});
         return 1;
     }
     if (!quiet) fprintf(stderr, "nextn convert: wrote %s in %.2f s\n", path, nx_time_s() - ps.t0);

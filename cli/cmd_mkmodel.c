@@ -6,6 +6,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "convert/mkmodel.h"
+#include "cli_util.h"
 #include "nextn_internal.h"
 
 static void usage(FILE *f) {
@@ -30,6 +31,8 @@ static bool parse_u64(const char *s, uint64_t *out) {
     *out = v;
     return true;
 }
+
+static const nx_cli_flag_name flags[] = {{"n_vocab", "--vocab"}, {NULL, NULL}};
 
 int cmd_mkmodel(int argc, char **argv) {
     nx_mk_options o = {.preset = NULL, .type = NX_TYPE_F32, .seed = 1, .mtp = true, .n_vocab = 0, .tie = -1};
@@ -87,7 +90,7 @@ int cmd_mkmodel(int argc, char **argv) {
     nx_err err;
     nx_pool *pool = nx_pool_create(threads, &err);
     if (!pool) {
-        fprintf(stderr, "nextn mkmodel: %s\n", err.msg);
+        nx_cli_report("mkmodel", err.msg, flags);
         return 1;
     }
     double t0 = nx_time_s();
@@ -99,7 +102,7 @@ int cmd_mkmodel(int argc, char **argv) {
     nx_cli_progress_end(&pr);
     nx_pool_free(pool);
     if (!ok) {
-        fprintf(stderr, "nextn mkmodel: %s\n", err.msg);
+        nx_cli_report("mkmodel", err.msg, flags);
         return 1;
     }
     fprintf(stderr, "nextn mkmodel: wrote %s (preset %s, %s, seed %llu, %s) in %.1f s\n", out, o.preset,

@@ -123,7 +123,9 @@ int cmd_run(int argc, char **argv) {
                       (formatted = malloc(need + 1)) != NULL &&
                       nextn_chat_format_user(model, chat_format, prompt, formatted, need + 1, &need, &err);
             if (!ok) {
-                fprintf(stderr, "nextn %s: --chat: %s\n", CMD, formatted || need == 0 ? err.msg : "out of memory");
+                char msg[2 * NEXTN_ERROR_MAX];
+                nx_cli_flag_names(formatted || need == 0 ? err.msg : "out of memory", nx_cli_gen_flags, msg, sizeof msg);
+                fprintf(stderr, "nextn %s: --chat: %s\n", CMD, msg);
                 free(formatted);
                 goto done;
             }
@@ -161,14 +163,14 @@ int cmd_run(int argc, char **argv) {
     if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
     nx_cli_print_memory(CMD, ctx, cp.kv_type);
     if (!nextn_sampler_create(&smp, model, &sp, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nx_cli_report(CMD, err.msg, NULL);
         goto done;
     }
     fprintf(stderr, "nextn %s: sampling: temp %.2f, top-k %d, top-p %.3f, min-p %.3f, repeat %.2f (last %d), "
             "presence %.2f, frequency %.2f, seed %llu\n", CMD, sp.temp, sp.top_k, sp.top_p, sp.min_p,
             sp.penalty_repeat, sp.penalty_last_n, sp.penalty_present, sp.penalty_freq, (unsigned long long)seed);
     if (tok && !print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nx_cli_report(CMD, err.msg, NULL);
         goto done;
     }
 
@@ -201,7 +203,7 @@ int cmd_run(int argc, char **argv) {
 
     for (int32_t i = 0; i < n_prompt; i++)
         if (!nextn_sampler_accept(smp, ids[i], &err)) {
-            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            nx_cli_report(CMD, err.msg, NULL);
             goto done;
         }
 
@@ -217,7 +219,8 @@ int cmd_run(int argc, char **argv) {
     while (n_gen < n_predict) {
         int32_t t;
         if (!nextn_sampler_sample(smp, logits, &t, &err) || !nextn_sampler_accept(smp, t, &err)) {
-            fprintf(stderr, "\nnextn %s: %s\n", CMD, err.msg);
+            fputc('\n', stderr);
+            nx_cli_report(CMD, err.msg, NULL);
             goto done;
         }
         if (!ignore_eos && tok && nextn_token_is_eog(tok, t)) {
@@ -229,7 +232,8 @@ int cmd_run(int argc, char **argv) {
             const char *s;
             size_t n;
             if (!nextn_stream_push(stream, t, &s, &n, &err)) {
-                fprintf(stderr, "\nnextn %s: %s\n", CMD, err.msg);
+                fputc('\n', stderr);
+                nx_cli_report(CMD, err.msg, NULL);
                 goto done;
             }
             write_text(s, n);
@@ -245,7 +249,8 @@ int cmd_run(int argc, char **argv) {
         }
         nextn_batch b = {.n_tokens = 1, .token = &t, .pos = &pos, .seq_id = NULL, .logits = NULL};
         if (!nextn_decode(ctx, &b, &err)) {
-            fprintf(stderr, "\nnextn %s: %s\n", CMD, err.msg);
+            fputc('\n', stderr);
+            nx_cli_report(CMD, err.msg, NULL);
             goto done;
         }
         pos++;

@@ -101,7 +101,7 @@ int cmd_serve(int argc, char **argv) {
     nx_server *server = NULL;
     nx_err err;
     if (!nx_server_start(&server, model, &p, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nx_cli_report(CMD, err.msg, NULL);
         nextn_model_free(model);
         return 1;
     }

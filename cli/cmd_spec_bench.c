@@ -24,59 +24,18 @@
  * --draft-vocab K: the MTP head scores only K tokens (draft_vocab.h), from --draft-vocab-file
  * or the K lowest ids.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 
-#define CMD "nextn spec-bench"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: " CMD " -m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt ID,ID,...]\n"
-            "          [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P] [--no-adaptive]\n"
-            "          [--spec-oracle] [--temp T] [--seed S] [--runs R] [--verify-cost] [--cpu-time] [-t THREADS]\n"
-            "          [--kv f16|f32] [--draft-vocab K [--draft-vocab-file FILE]]\n"
-            "  --prompt-len N   random prompt of N token ids (default 32; seeded by --seed); also -p\n"
-            "  -n N_GEN         tokens to generate per sequence (default 64)\n"
-            "  --seqs S         sequences decoded together in one batch (default 1)\n"
-            "  --draft-max N    max draft tokens per step (default 3)\n"
-            "  --draft-min M    drop drafts shorter than M (default 0)\n"
-            "  --draft-p-min P  stop drafting when the draft's top probability < P (default 0)\n"
-            "  --no-adaptive    always draft draft-max tokens (no cost model)\n"
-            "  --spec-oracle    drafts = plain greedy continuation (ceiling; greedy only)\n"
-            "  --temp T         sampling temperature (default 0 = greedy; T > 0 uses top-k 40, top-p 0.95)\n"
-            "  --runs R         repetitions; medians are reported (default 3)\n"
-            "  --verify-cost    also time k-row verify batches against a 1-row decode, and a draft step\n"
-            "  --draft-vocab K  the MTP head scores only K tokens; 0 = all (default: V/4 from\n"
-            "                   <model>.draft-vocab.txt when that file is beside the model, else all)\n"
-            "  --draft-vocab-file FILE  token frequencies (`nextn draft-vocab`) choosing them (default: lowest ids)\n"
-            "  --cpu-time       time with process CPU seconds instead of wall seconds (use with -t 1 on a\n"
-            "                   shared machine; the draft/verify shares stay wall-clock)\n");
-}
-
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
+#define CMD "spec-bench"
 
 /* --cpu-time: process CPU seconds instead of wall seconds.  On a shared, overloaded machine
  * wall time mostly measures the other tenants; CPU time of a single-threaded run (-t 1) is far
@@ -88,23 +47,19 @@ static double bench_clock(bool cpu) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+static double median(const double *v, int n) {
+    double med, lo, hi;
+    nx_cli_stats(v, n, &med, &lo, &hi);
+    return med;
 }
 
 typedef struct options {
     const char *model, *mtp_model, *prompt_ids, *dv_file;
-    bool no_mtp, oracle, verify_cost, cpu_time, dv_seen;
-    long prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, seed, draft_vocab;
-    double p_min, temp;
+    bool no_mtp, oracle, verify_cost, cpu_time, no_adaptive;
+    int32_t prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, draft_vocab;
+    uint64_t seed;
+    float p_min, temp;
     nx_kv_type kv;
-    bool adaptive;
 } options;
 
 typedef struct run_result {
@@ -119,14 +74,14 @@ static bool decode(const options *o, nx_ctx *ctx, nx_mtp *mtp, const int32_t *pr
     sp.draft_max = (int32_t)o->draft_max;
     sp.draft_min = (int32_t)o->draft_min;
     sp.draft_p_min = (float)o->p_min;
-    sp.adaptive = o->adaptive && !o->oracle;
+    sp.adaptive = !o->no_adaptive && !o->oracle;
     if (o->temp > 0) {
         sp.sampling = nx_sampler_default_params();
         sp.sampling.temp = (float)o->temp;
         sp.sampling.min_p = 0.0f;
         sp.sampling.penalty_last_n = 0;
     }
-    sp.sampling.seed = (uint64_t)o->seed;
+    sp.sampling.seed = o->seed;
     nx_spec *s;
     if (!nx_spec_create(&s, ctx, mtp, &sp, err)) return false;
     const int S = (int)o->seqs;
@@ -284,76 +239,54 @@ static bool draft_cost(const options *o, nx_mtp_head *head, const int32_t *ids, 
     if (!nx_mtp_head_set_draft_vocab(head, ids, (int32_t)o->draft_vocab, err) ||
         !time_draft_step(o, head, prompt, n_prompt, pool, &red, err))
         return false;
-    printf("draft step with --draft-vocab %ld:%*s %8.3f ms  = %.2fx the whole-vocabulary step\n", o->draft_vocab,
-           (int)(22 - snprintf(NULL, 0, "%ld", o->draft_vocab)), "", red * 1e3, red / full);
+    printf("draft step with --draft-vocab %d:%*s %8.3f ms  = %.2fx the whole-vocabulary step\n", o->draft_vocab,
+           (int)(22 - snprintf(NULL, 0, "%d", o->draft_vocab)), "", red * 1e3, red / full);
     return true;
 }
 
 int cmd_spec_bench(int argc, char **argv) {
-    options o = {.prompt_len = 32, .n_gen = 64, .seqs = 1, .draft_max = 3, .draft_min = 0, .runs = 3,
-                 .threads = 0, .seed = 1, .p_min = 0.0, .temp = 0.0, .kv = NX_KV_F16, .adaptive = true};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long l;
-        double d;
-#define NEED_VALUE() if (!v) { fprintf(stderr, CMD ": %s needs a value\n", a); return 2; } i++
-#define BAD(what) do { fprintf(stderr, CMD ": %s '%s': %s\n", a, v, what); return 2; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEED_VALUE(); o.model = v; }
-        else if (!strcmp(a, "--mtp-model")) { NEED_VALUE(); o.mtp_model = v; }
-        else if (!strcmp(a, "--no-mtp")) o.no_mtp = true;
-        else if (!strcmp(a, "--spec-oracle")) o.oracle = true;
-        else if (!strcmp(a, "--verify-cost")) o.verify_cost = true;
-        else if (!strcmp(a, "--cpu-time")) o.cpu_time = true;
-        else if (!strcmp(a, "--no-adaptive")) o.adaptive = false;
-        else if (!strcmp(a, "--prompt")) { NEED_VALUE(); o.prompt_ids = v; }
-        else if (!strcmp(a, "--draft-vocab-file")) { NEED_VALUE(); o.dv_file = v; }
-        else if (!strcmp(a, "--draft-vocab")) { NEED_VALUE(); if (!parse_int(v, 0, 2147483647L, &l)) BAD("expected 0..2147483647"); o.draft_vocab = l; o.dv_seen = true; }
-        else if (!strcmp(a, "--prompt-len") || !strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { NEED_VALUE(); if (!parse_int(v, 1, 4096, &l)) BAD("expected 1..4096"); o.prompt_len = l; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { NEED_VALUE(); if (!parse_int(v, 1, 1 << 20, &l)) BAD("expected 1..1048576"); o.n_gen = l; }
-        else if (!strcmp(a, "--seqs")) { NEED_VALUE(); if (!parse_int(v, 1, 256, &l)) BAD("expected 1..256"); o.seqs = l; }
-        else if (!strcmp(a, "--draft-max")) { NEED_VALUE(); if (!parse_int(v, 0, 16, &l)) BAD("expected 0..16"); o.draft_max = l; }
-        else if (!strcmp(a, "--draft-min")) { NEED_VALUE(); if (!parse_int(v, 0, 16, &l)) BAD("expected 0..16"); o.draft_min = l; }
-        else if (!strcmp(a, "--draft-p-min")) { NEED_VALUE(); if (!parse_float(v, 0, 1, &d)) BAD("expected 0..1"); o.p_min = d; }
-        else if (!strcmp(a, "--temp")) { NEED_VALUE(); if (!parse_float(v, 0, 100, &d)) BAD("expected 0..100"); o.temp = d; }
-        else if (!strcmp(a, "--seed")) { NEED_VALUE(); if (!parse_int(v, 0, 1L << 62, &l)) BAD("expected >= 0"); o.seed = l; }
-        else if (!strcmp(a, "--runs") || !strcmp(a, "-r") || !strcmp(a, "--repetitions")) { NEED_VALUE(); if (!parse_int(v, 1, 101, &l)) BAD("expected 1..101"); o.runs = l; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEED_VALUE(); if (!parse_int(v, 1, 1024, &l)) BAD("expected 1..1024"); o.threads = l; }
-        else if (!strcmp(a, "--kv") || !strcmp(a, "--kv-type")) {
-            NEED_VALUE();
-            if (!strcmp(v, "f16")) o.kv = NX_KV_F16;
-            else if (!strcmp(v, "f32")) o.kv = NX_KV_F32;
-            else BAD("expected f16 or f32");
-        } else {
-            fprintf(stderr, CMD ": unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef NEED_VALUE
-#undef BAD
-    }
-    if (!o.model) {
-        fprintf(stderr, CMD ": -m MODEL is required\n");
-        usage(stderr);
-        return 2;
-    }
-    if (o.oracle && o.temp > 0) {
-        fprintf(stderr, CMD ": --spec-oracle needs greedy decoding (--temp 0)\n");
-        return 2;
-    }
-    if (o.no_mtp && o.mtp_model) {
-        fprintf(stderr, CMD ": --no-mtp and --mtp-model contradict each other\n");
-        return 2;
-    }
-    if (o.dv_file && !o.draft_vocab) {
-        fprintf(stderr, CMD ": --draft-vocab-file needs --draft-vocab K (how many tokens to keep)\n");
-        return 2;
-    }
-    if (o.draft_min > o.draft_max) {
-        fprintf(stderr, CMD ": --draft-min %ld is larger than --draft-max %ld\n", o.draft_min, o.draft_max);
-        return 2;
-    }
+    options o = {.prompt_len = 32, .n_gen = 64, .seqs = 1, .draft_max = 3, .runs = 3, .seed = 1, .kv = NX_KV_F16};
+    int kv_choice = 0;
+    static const char *const kv_types[] = {"f16", "f32", NULL};
+    nx_arg args[] = {
+        {"--model", "-m", NX_ARG_STRING, &o.model, "FILE", "model GGUF (required)", 0, 0, NULL, false},
+        {"--mtp-model", NULL, NX_ARG_STRING, &o.mtp_model, "FILE", "MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
+        {"--no-mtp", NULL, NX_ARG_FLAG, &o.no_mtp, NULL, "no MTP head: plain decoding only", 0, 0, NULL, false},
+        {"--prompt-len", "-p", NX_ARG_INT, &o.prompt_len, "N", "random prompt of N token ids (default 32; seeded by --seed)", 1, 4096, NULL, false},
+        {"--n-prompt", NULL, NX_ARG_INT, &o.prompt_len, "N", "the same (as `nextn bench` names it)", 1, 4096, NULL, false},
+        {"--prompt", NULL, NX_ARG_STRING, &o.prompt_ids, "IDS", "prompt token ids, e.g. 12,7,9 (instead of a random one)", 0, 0, NULL, false},
+        {"--n-gen", "-n", NX_ARG_INT, &o.n_gen, "N", "tokens to generate per sequence (default 64)", 1, 1 << 20, NULL, false},
+        {"--seqs", NULL, NX_ARG_INT, &o.seqs, "S", "sequences decoded together in one batch (default 1)", 1, 256, NULL, false},
+        {"--draft-max", NULL, NX_ARG_INT, &o.draft_max, "N", "max draft tokens per step (default 3)", 0, 16, NULL, false},
+        {"--draft-min", NULL, NX_ARG_INT, &o.draft_min, "M", "drop drafts shorter than M (default 0)", 0, 16, NULL, false},
+        {"--draft-p-min", NULL, NX_ARG_FLOAT, &o.p_min, "P", "stop drafting when the draft's top probability < P (default 0)", 0, 1, NULL, false},
+        {"--no-adaptive", NULL, NX_ARG_FLAG, &o.no_adaptive, NULL, "always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
+        {"--spec-oracle", NULL, NX_ARG_FLAG, &o.oracle, NULL, "drafts = plain greedy continuation (ceiling; greedy only)", 0, 0, NULL, false},
+        {"--temp", NULL, NX_ARG_FLOAT, &o.temp, "T", "sampling temperature (default 0 = greedy; T > 0 uses top-k 40, top-p 0.95)", 0, 100, NULL, false},
+        {"--seed", NULL, NX_ARG_U64, &o.seed, "S", "sampling seed and random prompt (default 1)", 0, 0, NULL, false},
+        {"--runs", "-r", NX_ARG_INT, &o.runs, "R", "repetitions; medians are reported (default 3)", 1, 101, NULL, false},
+        {"--repetitions", NULL, NX_ARG_INT, &o.runs, "R", "the same (as `nextn bench` names it)", 1, 101, NULL, false},
+        {"--verify-cost", NULL, NX_ARG_FLAG, &o.verify_cost, NULL, "also time k-row verify batches against a 1-row decode, and a draft step", 0, 0, NULL, false},
+        {"--draft-vocab", NULL, NX_ARG_INT, &o.draft_vocab, "K", "the MTP head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt beside the model, else all)", 0, INT32_MAX, NULL, false},
+        {"--draft-vocab-file", NULL, NX_ARG_STRING, &o.dv_file, "FILE", "token frequencies (`nextn draft-vocab`) choosing them (default: lowest ids)", 0, 0, NULL, false},
+        {"--cpu-time", NULL, NX_ARG_FLAG, &o.cpu_time, NULL, "process CPU seconds instead of wall seconds (with -t 1 on a shared machine)", 0, 0, NULL, false},
+        {"--threads", "-t", NX_ARG_INT, &o.threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
+        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        {"--kv", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "the same", 0, 0, kv_types, false},
+    };
+    int prc = nx_args_parse(CMD, "-m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt IDS] [-n N] [options]",
+                            args, NX_ARGS_LEN(args), argc, argv);
+    if (prc == NX_ARGS_HELP) return 0;
+    if (prc != NX_ARGS_OK) return 2;
+    o.kv = kv_choice == 1 ? NX_KV_F32 : NX_KV_F16;
+    const bool dv_seen = nx_args_find(args, NX_ARGS_LEN(args), "--draft-vocab")->seen;
+    if (!o.model) return nx_usage_error(CMD, "-m MODEL is required");
+    if (o.oracle && o.temp > 0) return nx_usage_error(CMD, "--spec-oracle needs greedy decoding (--temp 0)");
+    if (o.no_mtp && o.mtp_model) return nx_usage_error(CMD, "--no-mtp and --mtp-model contradict each other");
+    if (o.dv_file && !o.draft_vocab)
+        return nx_usage_error(CMD, "--draft-vocab-file needs --draft-vocab K (how many tokens to keep)");
+    if (o.draft_min > o.draft_max)
+        return nx_usage_error(CMD, "--draft-min %d is larger than --draft-max %d", o.draft_min, o.draft_max);
 
     int rc = 1;
     nx_err err;
@@ -367,20 +300,18 @@ int cmd_spec_bench(int argc, char **argv) {
     if (!o.no_mtp) {
         char notice[256];
         if (!nx_mtp_head_open(&head, model, o.model, o.mtp_model, notice, sizeof notice, &err)) goto fail;
-        if (!head) fprintf(stderr, CMD ": %s\n", notice);
-        else fprintf(stderr, CMD ": MTP head from %s\n", head->source);
+        if (!head) nx_cli_report(CMD, notice, NULL);
+        else fprintf(stderr, "nextn " CMD ": MTP head from %s\n", head->source);
     } else {
-        fprintf(stderr, CMD ": --no-mtp: plain decoding only\n");
+        fprintf(stderr, "nextn " CMD ": --no-mtp: plain decoding only\n");
     }
     char dv_sibling[1024];
     bool dv_auto = false;
-    if (head && !o.dv_seen && !o.dv_file) {
-        /* automatic: the frequency file beside the model, V/4 tokens (draft_vocab.h) */
-        if (!nx_draft_vocab_sibling(o.model, dv_sibling, sizeof dv_sibling, &dv_auto, &err)) goto fail;
-        if (dv_auto) {
-            o.draft_vocab = nx_draft_vocab_auto_k(model->hp.n_vocab);
-            o.dv_file = dv_sibling;
-        }
+    if (head && !dv_seen && !o.dv_file) {
+        if (!nx_draft_vocab_auto(o.model, model->hp.n_vocab, dv_sibling, sizeof dv_sibling, &o.draft_vocab, &err))
+            goto fail;
+        dv_auto = o.draft_vocab > 0;
+        if (dv_auto) o.dv_file = dv_sibling;
     }
     if (o.draft_vocab > 0 && head) {
         /* the K draft tokens; the head is restricted after the whole-vocabulary draft timing */
@@ -394,39 +325,38 @@ int cmd_spec_bench(int argc, char **argv) {
         dv_ids = malloc((size_t)o.draft_vocab * sizeof *dv_ids);
         if (!dv_ids) { nx_fail(&err, "out of memory"); goto fail; }
         if (!nx_draft_vocab_select(o.dv_file, model->hp.n_vocab, fp, (int32_t)o.draft_vocab, dv_ids, &err)) {
-            if (dv_auto) nx_fail_prefix(&err, "draft vocabulary file found beside the model (--draft-vocab 0 = whole vocabulary)");
+            if (dv_auto) nx_draft_vocab_auto_failed(&err);
             goto fail;
         }
-        fprintf(stderr, CMD ": draft vocabulary: %ld tokens (%s%s%s)\n", o.draft_vocab,
+        fprintf(stderr, "nextn " CMD ": draft vocabulary: %d tokens (%s%s%s)\n", o.draft_vocab,
                 o.dv_file ? "most frequent in " : "the lowest ids", o.dv_file ? o.dv_file : "",
                 dv_auto ? ", found beside the model; --draft-vocab 0 = all" : "");
     } else if (o.draft_vocab > 0 && (uint64_t)o.draft_vocab > model->hp.n_vocab) {
-        nx_fail(&err, "--draft-vocab %ld out of range (1..%u, the model's vocabulary)", o.draft_vocab, model->hp.n_vocab);
+        nx_fail(&err, "draft_vocab %d out of range (1..%u, the model's vocabulary)", o.draft_vocab, model->hp.n_vocab);
         goto fail;
     }
     pool = nx_pool_create((int)o.threads, &err);
     if (!pool) goto fail;
     /* prompt */
     int32_t n_prompt = 0;
-    prompt = malloc(4096 * sizeof *prompt);
-    if (!prompt) { nx_fail(&err, "out of memory"); goto fail; }
     if (o.prompt_ids) {
-        const char *p = o.prompt_ids;
-        while (*p) {
-            char *end;
-            long id = strtol(p, &end, 10);
-            if (end == p || id < 0 || id >= (long)model->hp.n_vocab || n_prompt >= 4096) {
-                fprintf(stderr, CMD ": --prompt: bad token id list at '%s' (ids 0..%u, comma separated)\n", p,
-                        model->hp.n_vocab - 1);
-                rc = 2;
-                goto fail_quiet;
-            }
-            prompt[n_prompt++] = (int32_t)id;
-            p = *end == ',' ? end + 1 : end;
-            if (*end && *end != ',') { fprintf(stderr, CMD ": --prompt: unexpected '%c'\n", *end); rc = 2; goto fail_quiet; }
+        char msg[256];
+        if (!nx_parse_token_list(o.prompt_ids, &prompt, &n_prompt, msg, sizeof msg)) {
+            rc = nx_usage_error(CMD, "--prompt: %s", msg);
+            goto fail_quiet;
+        }
+        if (n_prompt < 1 || n_prompt > 4096) {
+            rc = nx_usage_error(CMD, "--prompt: %d token ids (1..4096)", n_prompt);
+            goto fail_quiet;
+        }
+        if (!nx_cli_check_ids(CMD, "--prompt", prompt, n_prompt, (int32_t)model->hp.n_vocab)) {
+            rc = 2;
+            goto fail_quiet;
         }
     } else {
-        uint64_t x = (uint64_t)o.seed * 0x9e3779b97f4a7c15ULL + 1;
+        prompt = malloc((size_t)o.prompt_len * sizeof *prompt);
+        if (!prompt) { nx_fail(&err, "out of memory"); goto fail; }
+        uint64_t x = o.seed * 0x9e3779b97f4a7c15ULL + 1;
         for (n_prompt = 0; n_prompt < o.prompt_len; n_prompt++) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             prompt[n_prompt] = (int32_t)(x % (model->hp.n_vocab - 3)); /* no special tokens */
@@ -444,7 +374,7 @@ int cmd_spec_bench(int argc, char **argv) {
         spec_out[i] = calloc((size_t)(n_prompt + o.n_gen + 32), sizeof **spec_out);
         if (!plain_out[i] || !spec_out[i]) { nx_fail(&err, "out of memory"); goto fail; }
     }
-    printf("model %s: %u layers, E %u, vocab %u; prompt %d tokens, %ld generated x %d sequence%s, %d threads, %s, "
+    printf("model %s: %u layers, E %u, vocab %u; prompt %d tokens, %d generated x %d sequence%s, %d threads, %s, "
            "%s clock\n", o.model, model->hp.n_layer, model->hp.n_embd, model->hp.n_vocab, n_prompt, o.n_gen, S,
            S > 1 ? "s" : "", nx_pool_size(pool), o.temp > 0 ? "sampling" : "greedy", o.cpu_time ? "CPU" : "wall");
     if (o.verify_cost && !verify_cost(&o, model, prompt, n_prompt, pool, &err)) goto fail;
@@ -518,7 +448,7 @@ int cmd_spec_bench(int argc, char **argv) {
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, CMD ": %s\n", err.msg);
+    nx_cli_report(CMD, err.msg, NULL);
 fail_quiet:
 done:
     if (plain_out) for (int i = 0; i < S; i++) free(plain_out[i]);

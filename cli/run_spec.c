@@ -17,11 +17,11 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
     int status = 1;
     nextn_tokenizer *tok = nextn_model_tokenizer(model);
     if (!nextn_spec_create(&s, model, &o->cp, &o->spec, &o->sp, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
+        nx_cli_report(cmd, err.msg, NULL);
         return 1;
     }
     if (!nextn_spec_has_mtp(s))
-        fprintf(stderr, "nextn %s: %s\n", cmd, nextn_spec_notice(s));
+        nx_cli_report(cmd, nextn_spec_notice(s), NULL);
     else
         fprintf(stderr, "nextn %s: speculative decoding: MTP head from %s, draft-max %d%s\n", cmd,
                 nextn_spec_mtp_source(s), o->spec.draft_max, o->spec.adaptive ? " (adaptive)" : "");
@@ -31,7 +31,7 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
         fprintf(stderr, "nextn %s: draft vocabulary: %d tokens (%s%s)\n", cmd, dv,
                 dv_file ? "most frequent in " : "the lowest ids", dv_file ? dv_file : "");
     if (tok && !o->print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
+        nx_cli_report(cmd, err.msg, NULL);
         goto done;
     }
     out = malloc((size_t)nextn_spec_max_step_tokens(s) * sizeof *out);
@@ -42,7 +42,7 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
     double t0 = nx_cli_time_s();
     int32_t first;
     if (!nextn_spec_prefill(s, ids, n_prompt, &first, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
+        nx_cli_report(cmd, err.msg, NULL);
         goto done;
     }
     double t_prompt = nx_cli_time_s() - t0;
@@ -62,7 +62,8 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
                 const char *str;
                 size_t n;
                 if (!nextn_stream_push(stream, t, &str, &n, &err)) {
-                    fprintf(stderr, "\nnextn %s: %s\n", cmd, err.msg);
+                    fputc('\n', stderr);
+                    nx_cli_report(cmd, err.msg, NULL);
                     goto done;
                 }
                 fwrite(str, 1, n, stdout);
@@ -78,7 +79,8 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
             break;
         }
         if (!nextn_spec_step(s, o->n_predict - n_gen, out, &n_step, &err)) {
-            fprintf(stderr, "\nnextn %s: %s\n", cmd, err.msg);
+            fputc('\n', stderr);
+            nx_cli_report(cmd, err.msg, NULL);
             goto done;
         }
     }

@@ -27,6 +27,7 @@
 #include "spec/draft_vocab.h"
 #include "spec/mtp.h"
 #include "spec/spec.h"
+#include "spec/spec_oracle.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/chat_json.h"
 #include "tokenizer/tokenizer.h"

@@ -138,9 +138,9 @@ static void test_detect(void **state) {
     assert_int_equal(f, NX_CHAT_CHATML);
     const char *llama3 = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}";
     assert_false(nx_chat_detect(llama3, strlen(llama3), &f, &err));
-    assert_non_null(strstr(err.msg, "--chat-format chatml"));
+    assert_non_null(strstr(err.msg, "chat_format chatml"));
     assert_false(nx_chat_detect(NULL, 0, &f, &err));
-    assert_non_null(strstr(err.msg, "--chat-format chatml"));
+    assert_non_null(strstr(err.msg, "chat_format chatml"));
     assert_true(nx_chat_format_from_name("chatml", &f, &err));
     assert_false(nx_chat_format_from_name("llama3", &f, &err));
     assert_non_null(strstr(err.msg, "llama3"));

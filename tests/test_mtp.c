@@ -352,7 +352,7 @@ static void mtp_files(fixture *f, const char *preset, int L) {
     snprintf(side3, sizeof side3, "%s/mtp-another.gguf", dir);
     assert_true(nx_mtp_extract(full, side3, &err));
     assert_false(nx_mtp_head_open(&h, tm, trunk, NULL, notice, sizeof notice, &err));
-    assert_non_null(strstr(err.msg, "--mtp-model"));
+    assert_non_null(strstr(err.msg, "mtp_model"));
     unlink(side2);
     unlink(side3);
     /* no MTP anywhere: success, no head, one-line notice */

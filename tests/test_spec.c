@@ -27,6 +27,7 @@
 #include "quant/quant.h"
 #include "sample/sample.h"
 #include "spec/spec.h"
+#include "spec/spec_oracle.h"
 
 enum { N_PROMPTS = 200, MAX_PROMPT = 4, GEN = 7, NSEQ = 8, NCTX = 24 };
 
@@ -998,7 +999,7 @@ static void test_draft_vocab_bad(void **state) {
     nx_mtp_head *h;
     assert_true(nx_mtp_head_open(&h, &f->model, NULL, NULL, notice, sizeof notice, &err));
     assert_false(nx_mtp_head_set_draft_vocab(h, ids, V + 1, &err));
-    assert_non_null(strstr(err.msg, "--draft-vocab"));
+    assert_non_null(strstr(err.msg, "draft_vocab"));
     ids[2] = V;
     assert_false(nx_mtp_head_set_draft_vocab(h, ids, 3, &err));
     assert_non_null(strstr(err.msg, "out of range"));
@@ -1032,11 +1033,11 @@ static void test_bad_params(void **state) {
     sp.draft_max = 2;
     sp.draft_min = 3;
     assert_false(nx_spec_create(&s, c, m, &sp, &err));
-    assert_non_null(strstr(err.msg, "--draft-min"));
+    assert_non_null(strstr(err.msg, "draft_min"));
     sp.draft_min = 0;
     sp.draft_p_min = 2.0f;
     assert_false(nx_spec_create(&s, c, m, &sp, &err));
-    assert_non_null(strstr(err.msg, "--draft-p-min"));
+    assert_non_null(strstr(err.msg, "draft_p_min"));
     sp.draft_p_min = 0.5f;
     sp.sampling.temp = 0.7f;
     assert_true(nx_spec_create(&s, c, m, &sp, &err));

@@ -80,13 +80,13 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         return false;
     }
     if (p.draft_max < 1 || p.draft_max > 16) {
-        if (err) snprintf(err->msg, sizeof err->msg, "--draft-max %d out of range (1..16)", p.draft_max);
+        if (err) snprintf(err->msg, sizeof err->msg, "draft_max %d out of range (1..16)", p.draft_max);
         return false;
     }
     nextn_spec *s = nx_calloc(1, sizeof *s, "speculative generator", &ie);
     if (!s) return pass(err, &ie);
     if (!p.use_mtp) {
-        snprintf(s->notice, sizeof s->notice, "--no-mtp: plain decoding");
+        snprintf(s->notice, sizeof s->notice, "use_mtp false: plain decoding");
     } else {
         const char *path = m->gguf ? m->gguf->path : NULL;
         const char *mtp_path = p.mtp_model;
@@ -95,22 +95,21 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         if (!nx_mtp_head_open(&s->head, m, path, mtp_path, s->notice, sizeof s->notice, &ie)) goto fail;
     }
     if (p.draft_vocab == 0 && !p.draft_vocab_file && s->head) {
-        /* automatic: a frequency file beside the model (nx_draft_vocab_sibling) */
-        bool found;
-        if (!nx_draft_vocab_sibling(m->gguf ? m->gguf->path : NULL, s->dv_file, sizeof s->dv_file, &found, &ie))
+        int32_t K;
+        if (!nx_draft_vocab_auto(m->gguf ? m->gguf->path : NULL, m->hp.n_vocab, s->dv_file, sizeof s->dv_file, &K, &ie))
             goto fail;
-        if (found) {
-            p.draft_vocab = nx_draft_vocab_auto_k(m->hp.n_vocab);
+        if (K > 0) {
+            p.draft_vocab = K;
             p.draft_vocab_file = s->dv_file;
         }
     }
     if (p.draft_vocab == NEXTN_DRAFT_VOCAB_ALL) p.draft_vocab = 0;
     if (p.draft_vocab_file && p.draft_vocab <= 0) {
-        nx_fail(&ie, "--draft-vocab-file %s needs --draft-vocab K (how many tokens to keep)", p.draft_vocab_file);
+        nx_fail(&ie, "draft_vocab_file %s needs draft_vocab K (how many tokens to keep)", p.draft_vocab_file);
         goto fail;
     }
     if (p.draft_vocab < 0 || (uint32_t)p.draft_vocab > m->hp.n_vocab) {
-        nx_fail(&ie, "--draft-vocab %d out of range (1..%u, the model's vocabulary)", p.draft_vocab, m->hp.n_vocab);
+        nx_fail(&ie, "draft_vocab %d out of range (1..%u, the model's vocabulary)", p.draft_vocab, m->hp.n_vocab);
         goto fail;
     }
     if (s->head && p.draft_vocab > 0) {
@@ -120,7 +119,7 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
                                                ids, &ie) &&
                   nx_mtp_head_set_draft_vocab(s->head, ids, p.draft_vocab, &ie);
         if (!ok && p.draft_vocab_file == s->dv_file)
-            nx_fail_prefix(&ie, "draft vocabulary file found beside the model (--draft-vocab 0 = whole vocabulary)");
+            nx_draft_vocab_auto_failed(&ie);
         free(ids);
         if (!ok) goto fail;
         s->draft_vocab = p.draft_vocab;

@@ -1000,7 +1000,7 @@ bool nx_convert_hf(const char *hf_dir, const char *out_path, const nx_convert_op
                      "tensors", hf_dir, hp.n_mtp);
     bool with_mtp = ok && hp.n_mtp > 0 && opts->mtp != NX_CONVERT_MTP_DROP;
     if (ok && opts->mtp == NX_CONVERT_MTP_ONLY && !with_mtp)
-        ok = nx_fail(err, "%s: --mtp asks for the MTP head but the checkpoint has none", hf_dir);
+        ok = nx_fail(err, "%s: mtp = NX_CONVERT_MTP_ONLY asks for the MTP head but the checkpoint has none", hf_dir);
 
     if (ok) {
         path_join(path, sizeof path, hf_dir, "tokenizer.json");

@@ -72,7 +72,7 @@ bool nx_mk_hparams(const nx_mk_options *o, nx_hparams *hp, bool *tied, nx_err *e
     hp->full_attn_interval = p->interval;
     hp->n_vocab = o->n_vocab ? o->n_vocab : p->vocab;
     if (hp->n_vocab < 256 + N_SPECIAL || hp->n_vocab > MAX_VOCAB)
-        return nx_fail(err, "--vocab %u out of range (%d..%u)", hp->n_vocab, 256 + N_SPECIAL, MAX_VOCAB);
+        return nx_fail(err, "n_vocab %u out of range (%d..%u)", hp->n_vocab, 256 + N_SPECIAL, MAX_VOCAB);
     for (uint32_t i = 0; i < hp->n_layer_all; i++)
         hp->recurrent[i] = i < L && (i + 1) % p->interval != 0;
     *tied = o->tie < 0 ? p->tied : o->tie != 0;

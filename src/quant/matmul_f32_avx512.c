@@ -10,7 +10,7 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* Activation rows per pass over a group's weight rows: 2 accumulators per row + 2 weight
- * vectors fit the 32 zmm registers up to 8 rows.  8 covers a verify of up to draft-max 7 in one
+ * vectors fit the 32 zmm registers up to 8 rows.  8 covers a verify of up to draft_max 7 in one
  * pass (with 4, a 5-row verify cost 1.62x a 1-row decode on the demo model against 1.26x for 4
  * rows).  The tile size does not change any result: each row has its own chains. */
 #define TILE_ROWS 8

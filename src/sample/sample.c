@@ -220,8 +220,6 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
     return true;
 }
 
-const nx_sampler_params *nx_sampler_get_params(const nx_sampler *s) { return &s->params; }
-int32_t nx_sampler_n_vocab(const nx_sampler *s) { return s->n_vocab; }
 
 void nx_sampler_reset(nx_sampler *s) {
     s->n_hist = 0;

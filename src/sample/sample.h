@@ -90,14 +90,11 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err);
  * outlive the call. */
 bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_params *p, nx_err *err);
 void nx_sampler_free(nx_sampler *s);
-/* The sampler's parameters; logit_bias points to its own merged copy. */
-const nx_sampler_params *nx_sampler_get_params(const nx_sampler *s);
 /* True when the logit bias bans (-inf) every token whose logit in the row is finite, i.e.
  * nx_sampler_dist would fail on it.  O(1) without bans, else one pass over the row.  A
  * speculative driver stops drafting there instead of failing (a reduced draft vocabulary can
  * leave only banned tokens). */
 bool nx_sampler_all_banned(const nx_sampler *s, const float *logits);
-int32_t nx_sampler_n_vocab(const nx_sampler *s);
 
 /* Forgets the penalty history and re-seeds the RNG with params.seed. */
 void nx_sampler_reset(nx_sampler *s);

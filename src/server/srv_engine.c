@@ -646,12 +646,6 @@ void nx_srv_engine_cache_stats(nx_srv_engine *e, nx_srv_cache_stats *st) {
                                : 0;
 }
 
-void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem) {
-    memset(mem, 0, sizeof *mem);
-    if (e->ctx) nextn_context_memory(e->ctx, mem);
-    if (e->spec) nextn_spec_memory(e->spec, mem);
-}
-
 void nx_srv_engine_stop(nx_srv_engine *e) {
     if (!e) return;
     pthread_mutex_lock(&e->mu);

@@ -75,8 +75,6 @@ typedef struct nx_srv_cache_stats {
     int64_t restores;           /* checkpoints restored */
 } nx_srv_cache_stats;
 void nx_srv_engine_cache_stats(nx_srv_engine *e, nx_srv_cache_stats *st);
-/* Memory of the engine's context (plain mode) or generator (speculative mode). */
-void nx_srv_engine_memory(nx_srv_engine *e, nextn_memory *mem);
 /* Stops the thread and fails every unfinished request ("server is shutting down"); later
  * submits fail.  The engine stays allocated (other threads may still call submit / load)
  * until nx_srv_engine_free.  NULL is allowed. */

@@ -214,7 +214,7 @@ done:
 bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, uint64_t fingerprint, int32_t K,
                                   int32_t *ids, nx_err *err) {
     if (K < 1 || (uint32_t)K > n_vocab)
-        return nx_fail(err, "--draft-vocab %d out of range (1..%" PRIu32 ", the model's vocabulary)", K, n_vocab);
+        return nx_fail(err, "draft_vocab %d out of range (1..%" PRIu32 ", the model's vocabulary)", K, n_vocab);
     int32_t n = 0;
     if (f) {
         bool *seen = nx_calloc(n_vocab, sizeof *seen, "draft vocabulary", err);
@@ -239,7 +239,7 @@ bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, u
 bool nx_draft_vocab_select(const char *path, uint32_t n_vocab, uint64_t fingerprint, int32_t K, int32_t *ids,
                            nx_err *err) {
     if (K < 1 || (uint32_t)K > n_vocab)
-        return nx_fail(err, "--draft-vocab %d out of range (1..%" PRIu32 ", the model's vocabulary)", K, n_vocab);
+        return nx_fail(err, "draft_vocab %d out of range (1..%" PRIu32 ", the model's vocabulary)", K, n_vocab);
     if (!path) return nx_draft_vocab_select_stream(NULL, NULL, n_vocab, fingerprint, K, ids, err);
     FILE *f = fopen(path, "r");
     if (!f) return nx_fail(err, "draft vocabulary %s: cannot open: %s", path, strerror(errno));
@@ -261,3 +261,17 @@ bool nx_draft_vocab_sibling(const char *model_path, char *out, size_t out_len, b
 }
 
 int32_t nx_draft_vocab_auto_k(uint32_t n_vocab) { return (int32_t)((n_vocab + 3) / 4); }
+
+bool nx_draft_vocab_auto(const char *model_path, uint32_t n_vocab, char *file, size_t file_len, int32_t *K,
+                         nx_err *err) {
+    bool found = false;
+    *K = 0;
+    if (model_path && !nx_draft_vocab_sibling(model_path, file, file_len, &found, err)) return false;
+    if (found) *K = nx_draft_vocab_auto_k(n_vocab);
+    return true;
+}
+
+bool nx_draft_vocab_auto_failed(nx_err *err) {
+    return nx_fail_prefix(err, "draft vocabulary file found beside the model (draft_vocab = NEXTN_DRAFT_VOCAB_ALL: "
+                               "whole vocabulary)");
+}

@@ -1,4 +1,4 @@
-/* draft_vocab.h - the token list of a reduced-vocabulary MTP draft head (`--draft-vocab K`).
+/* draft_vocab.h - the token list of a reduced-vocabulary MTP draft head (API field draft_vocab = K).
  *
  * The MTP head may compute its logits over only K tokens (mtp.h, nx_mtp_head_set_draft_vocab):
  * the draft then never proposes a token outside the list, the target still verifies over the
@@ -52,6 +52,16 @@ bool nx_draft_vocab_sibling(const char *model_path, char *out, size_t out_len, b
  * demo model (V = 4096) K = 1024 made a draft step 0.28x the whole-vocabulary one and cost
  * ~2.5 points of acceptance (docs/mtp.md). */
 int32_t nx_draft_vocab_auto_k(uint32_t n_vocab);
+
+/* The automatic draft vocabulary, for a caller that set neither a size nor a file: with a
+ * frequency file beside the model (nx_draft_vocab_sibling), its nx_draft_vocab_auto_k(n_vocab)
+ * most frequent tokens - *K = that, file = the file's path; else *K = 0 (whole vocabulary).
+ * model_path may be NULL (no file).  False only when the path does not fit in file. */
+bool nx_draft_vocab_auto(const char *model_path, uint32_t n_vocab, char *file, size_t file_len, int32_t *K,
+                         nx_err *err);
+/* Prefixes err for a failure to use the automatically found file (says how to do without it);
+ * returns false. */
+bool nx_draft_vocab_auto_failed(nx_err *err);
 
 /* The same from an open stream (f NULL = the lowest ids); `name` names it in messages. */
 bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, uint64_t fingerprint, int32_t K,

@@ -59,7 +59,7 @@ void nx_mtp_head_free(nx_mtp_head *h) {
 bool nx_mtp_head_set_draft_vocab(nx_mtp_head *h, const int32_t *ids, int32_t K, nx_err *err) {
     const nx_weight *w = &h->src->mtp.head;
     const int32_t V = (int32_t)h->view.hp.n_vocab;
-    if (K < 0 || K > V) return nx_fail(err, "--draft-vocab %d out of range (1..%d, the model's vocabulary)", K, V);
+    if (K < 0 || K > V) return nx_fail(err, "draft_vocab %d out of range (1..%d, the model's vocabulary)", K, V);
     nx_free_aligned(h->draft_rows);
     free(h->draft_ids);
     h->draft_rows = NULL;

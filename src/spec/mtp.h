@@ -16,7 +16,7 @@
  * nx_forward (batched rows, several sequences, positions continuing each sequence).
  *
  * Where the weights come from (nx_mtp_head_open):
- *   1. an explicit file (--mtp-model): a full model with an MTP block, or an "mtp-only" file
+ *   1. an explicit file (mtp_model): a full model with an MTP block, or an "mtp-only" file
  *      (reference §2.8: token_embd, output_norm, output, blk.L.*; trunk tensors absent);
  *   2. the trunk model itself when it was loaded with its MTP block (nextn_predict_layers 1);
  *   3. a sibling file in the trunk's folder: "mtp-<trunk file name>", else the only mtp-*.gguf.

@@ -46,7 +46,7 @@ bool nx_mtp_find_sibling(const char *trunk_path, char *out, size_t out_len, bool
     if (n_cand == 0) return true;
     if (!have_exact && n_cand > 1)
         return nx_fail(err, "%s: %d mtp-*.gguf files next to the model and none named '%s'; choose one with "
-                       "--mtp-model FILE (or --no-mtp)", dir, n_cand, exact);
+                       "mtp_model (or use_mtp false)", dir, n_cand, exact);
     int w = snprintf(out, out_len, "%s/%s", dir, have_exact ? exact : first);
     if (w < 0 || (size_t)w >= out_len) return nx_fail(err, "MTP file path too long in %s", dir);
     *found = true;

@@ -1,5 +1,6 @@
 /* spec.c - MTP speculative decoding driver (see spec.h for the data flow and invariants). */
 #include "spec/spec.h"
+#include "spec/spec_oracle.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -123,15 +124,15 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     const nx_ctx_params *cp = nx_ctx_params_of(target);
     const nx_hparams *hp = &nx_ctx_model(target)->hp;
     if (p->draft_max < 0 || p->draft_max > NX_SPEC_MAX_DRAFT)
-        return nx_fail(err, "--draft-max %d out of range (0..%d)", p->draft_max, NX_SPEC_MAX_DRAFT);
+        return nx_fail(err, "draft_max %d out of range (0..%d)", p->draft_max, NX_SPEC_MAX_DRAFT);
     if (p->draft_min < 0 || p->draft_min > p->draft_max)
-        return nx_fail(err, "--draft-min %d out of range (0..draft-max = %d)", p->draft_min, p->draft_max);
+        return nx_fail(err, "draft_min %d out of range (0..draft_max = %d)", p->draft_min, p->draft_max);
     if (!(p->draft_p_min >= 0.0f && p->draft_p_min <= 1.0f))
-        return nx_fail(err, "--draft-p-min %g out of range (0..1)", (double)p->draft_p_min);
+        return nx_fail(err, "draft_p_min %g out of range (0..1)", (double)p->draft_p_min);
     if (!nx_sampler_params_check(&p->sampling, err)) return false;
     if (mtp) {
         if (cp->n_snapshots < p->draft_max)
-            return nx_fail(err, "speculative decoding: the target context has %d recurrent snapshot slots, draft-max %d "
+            return nx_fail(err, "speculative decoding: the target context has %d recurrent snapshot slots, draft_max %d "
                            "needs %d", cp->n_snapshots, p->draft_max, p->draft_max);
         if (nx_ctx_params_of(nx_mtp_ctx(mtp))->n_seq < cp->n_seq || nx_ctx_params_of(nx_mtp_ctx(mtp))->n_ctx < cp->n_ctx)
             return nx_fail(err, "speculative decoding: the MTP context is smaller than the target context");
@@ -198,7 +199,6 @@ void nx_spec_set_active(nx_spec *s, int32_t seq, bool active) {
 bool nx_spec_active(const nx_spec *s, int32_t seq) { return seq >= 0 && seq < s->n_seq && s->seq[seq].active; }
 const nx_spec_stats *nx_spec_get_stats(const nx_spec *s) { return &s->st; }
 void nx_spec_reset_stats(nx_spec *s) { memset(&s->st, 0, sizeof s->st); }
-int32_t nx_spec_current_draft(const nx_spec *s) { return s->next_N; }
 void nx_spec_set_cost_fn(nx_spec *s, nx_spec_cost_fn fn, void *user) {
     s->cost_fn = fn;
     s->cost_user = user;
@@ -227,7 +227,7 @@ bool nx_spec_check(const nx_spec *s, nx_err *err) {
 bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err) {
     if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "oracle: sequence %d out of range", seq);
     seq_state *q = &s->seq[seq];
-    if (!q->greedy) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
+    if (!q->greedy) return nx_fail(err, "oracle mode needs greedy sampling (temperature 0)");
     free(q->oracle);
     q->oracle = nx_malloc((size_t)NX_MAX(n, 1) * sizeof *q->oracle, "oracle tokens", err);
     if (!q->oracle) return false;
@@ -387,7 +387,7 @@ static bool start_seq(nx_spec *s, int32_t seq, int32_t n_prompt, const nx_sample
     if (!check_prompt(s, seq, n_prompt, err)) return false;
     seq_state *q = &s->seq[seq];
     if (sampling) {
-        if (sampling->temp > 0.0f && q->oracle) return nx_fail(err, "--spec-oracle needs greedy sampling (temperature 0)");
+        if (sampling->temp > 0.0f && q->oracle) return nx_fail(err, "oracle mode needs greedy sampling (temperature 0)");
         nx_sampler *smp;
         if (!nx_sampler_create(&smp, s->V, sampling, err)) return false;
         nx_sampler_free(q->smp);

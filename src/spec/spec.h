@@ -116,10 +116,6 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
 void nx_spec_set_active(nx_spec *s, int32_t seq, bool active);
 bool nx_spec_active(const nx_spec *s, int32_t seq);
 
-/* Oracle mode for seq: tokens[i] is the token at position i (prompt and continuation).  The
- * copy is owned by the driver.  Requires greedy sampling. */
-bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err);
-
 /* Checks the bookkeeping invariant of every active sequence (MTP positions + backlog rows ==
  * target positions); false with a message naming the sequence otherwise.  For tests. */
 bool nx_spec_check(const nx_spec *s, nx_err *err);
@@ -195,10 +191,8 @@ typedef struct nx_spec_logprob {
 bool nx_spec_set_logprobs(nx_spec *s, int32_t seq, int32_t n_top, nx_err *err);
 int32_t nx_spec_last_logprobs(const nx_spec *s, int32_t seq, const nx_spec_logprob **lp);
 
-/* The draft tokens seq verified in the last step (after --draft-min); *drafts points into the
+/* The draft tokens seq verified in the last step (after draft_min); *drafts points into the
  * driver, valid until the next step.  For tests and reports. */
 int32_t nx_spec_last_drafts(const nx_spec *s, int32_t seq, const int32_t **drafts);
-/* The draft length the cost model would use next (for reports). */
-int32_t nx_spec_current_draft(const nx_spec *s);
 
 #endif

@@ -47,12 +47,12 @@ typedef struct nx_chat_opts {
 /* "chatml" -> NX_CHAT_CHATML; anything else is an error listing the known names. */
 bool nx_chat_format_from_name(const char *name, nx_chat_format *out, nx_err *err);
 /* Recognises the GGUF's tokenizer.chat_template: a Qwen ChatML template (uses <|im_start|> and
- * <|im_end|>) -> NX_CHAT_CHATML.  Unknown or absent templates are an error that tells the
- * user about --chat-format. */
+ * <|im_end|>) -> NX_CHAT_CHATML.  Unknown or absent templates are an error that names the
+ * chat_format setting. */
 bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *err);
 
-/* What a command does with `--chat-format NAME` (NULL when not given) and a model: the named
- * format if given, else the one detected from the GGUF's tokenizer.chat_template. */
+/* The chat format for a chat_format name (NULL when not given) and a model: the named format
+ * if given, else the one detected from the GGUF's tokenizer.chat_template. */
 bool nx_chat_select(const nx_gguf *g, const char *format_name, nx_chat_format *out, nx_err *err);
 
 /* Appends the rendered prompt to out. */
