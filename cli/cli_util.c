@@ -51,14 +51,12 @@ bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_co
     return true;
 }
 
-void nx_cli_print_memory(const char *cmd, const nextn_context *ctx, nextn_kv_type kv_type) {
-    nextn_memory mem;
-    nextn_context_memory(ctx, &mem);
+void nx_cli_print_memory(const char *cmd, const nextn_memory *mem, const nextn_context_params *cp) {
     fprintf(stderr,
             "nextn %s: memory: weights %.1f MiB (mmapped), KV cache %.1f MiB (%s, n_ctx %d x %d seq), "
             "recurrent state %.1f MiB\n",
-            cmd, mem.weight_bytes / NX_MIB, mem.kv_bytes / NX_MIB, kv_type == NEXTN_KV_F32 ? "f32" : "f16",
-            nextn_n_ctx(ctx), nextn_n_seq(ctx), mem.state_bytes / NX_MIB);
+            cmd, mem->weight_bytes / NX_MIB, mem->kv_bytes / NX_MIB, cp->kv_type == NEXTN_KV_F32 ? "f32" : "f16",
+            cp->n_ctx, cp->n_seq, mem->state_bytes / NX_MIB);
 }
 
 bool nx_cli_prefill(const char *cmd, nextn_context *ctx, const int32_t *ids, int32_t n, int32_t seq,

@@ -42,7 +42,7 @@ bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_co
 
 /* "memory: weights 12.3 MiB (mmapped), KV cache 4.0 MiB (f16, n_ctx 4096 x 1 seq), recurrent
  * state 0.6 MiB" on stderr. */
-void nx_cli_print_memory(const char *cmd, const nextn_context *ctx, nextn_kv_type kv_type);
+void nx_cli_print_memory(const char *cmd, const nextn_memory *mem, const nextn_context_params *cp);
 
 /* Decodes n tokens of sequence `seq` starting at position pos0 in batches of at most n_batch,
  * logits only for the last token; *last_row receives that token's row in the last batch

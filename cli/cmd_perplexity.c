@@ -118,7 +118,9 @@ int cmd_perplexity(int argc, char **argv) {
     cp.n_threads = n_threads;
     cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
     if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
-    nx_cli_print_memory(CMD, ctx, cp.kv_type);
+    nextn_memory mem;
+    nextn_context_memory(ctx, &mem);
+    nx_cli_print_memory(CMD, &mem, &cp);
 
     btok = malloc((size_t)n_batch * sizeof *btok);
     bpos = malloc((size_t)n_batch * sizeof *bpos);

@@ -160,8 +160,12 @@ int cmd_run(int argc, char **argv) {
     cp.n_seq = 1;
     cp.n_threads = n_threads;
     cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
-    if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
-    nx_cli_print_memory(CMD, ctx, cp.kv_type);
+    if (spec_choice != 1) { /* speculative decoding creates its own target context (with rollback slots) */
+        if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
+        nextn_memory mem;
+        nextn_context_memory(ctx, &mem);
+        nx_cli_print_memory(CMD, &mem, &cp);
+    }
     if (!nextn_sampler_create(&smp, model, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;
@@ -192,9 +196,6 @@ int cmd_run(int argc, char **argv) {
     }
 
     if (spec_choice == 1) {
-        /* speculative decoding owns its own target context (with rollback slots) */
-        nextn_context_free(ctx);
-        ctx = NULL;
         nx_run_spec_opts ro = {.spec = spec, .cp = cp, .sp = sp, .ignore_eos = ignore_eos, .print_ids = print_ids || !tok,
                                .no_display_prompt = no_display_prompt, .n_predict = n_predict};
         status = nx_cli_run_spec(CMD, model, &ro, ids, n_prompt);
