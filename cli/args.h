@@ -1,4 +1,7 @@
-/* args.h - the small option parser every `nextn <command>` uses.
+/* args.h - the small option parser of the `nextn` commands that take options (run, serve, bench,
+ * spec-bench, eval, perplexity, draft-vocab); the commands built around positional file
+ * arguments (info, convert, quantize, mkmodel, mtp-extract, tokenize, gguf-sample,
+ * vocab-from-hf) still read their few flags by hand.
  *
  * A command describes its options in an nx_arg table; nx_args_parse() walks argv, fills the
  * destinations, checks numeric ranges and prints either the help text or one clear error

@@ -1,4 +1,4 @@
-/* cmd_mtp_extract.c - `nextn mtp-extract MODEL OUT`: write an mtp-only GGUF (reference §2.8:
+/* cmd_mtp_extract.c - `nextn mtp-extract MODEL OUT`: write an mtp-only GGUF (
  * every key, token_embd, output_norm, output if untied, and the MTP block) from a model that
  * carries its MTP block.  Placed next to a model without MTP as "mtp-<model file name>", it is
  * picked up automatically by speculative decoding. */

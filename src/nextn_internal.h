@@ -15,22 +15,23 @@
 
 #include "nextn.h"
 
-#include "api/api_internal.h"
-#include "base/common.h"
-#include "base/threads.h"
-#include "forward/forward.h"
-#include "forward/seq_ckpt.h"
-#include "gguf/gguf.h"
-#include "model/model.h"
-#include "quant/quant.h"
-#include "sample/sample.h"
-#include "spec/draft_vocab.h"
-#include "spec/mtp.h"
-#include "spec/spec.h"
-#include "spec/spec_oracle.h"
-#include "tokenizer/chat.h"
-#include "tokenizer/chat_json.h"
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/tokenizer_regex.h"
+/* What each include is for (the users named; nothing else is reached through this header): */
+#include "api/api_internal.h"       /* the nx_model under a nextn_model: server (the GGUF's chat template) */
+#include "base/common.h"           /* nx_err, nx_fail, buffers: every tool */
+#include "base/threads.h"          /* nx_pool: mkmodel, quantize, spec-bench */
+#include "forward/forward.h"        /* nx_ctx, nx_forward: spec-bench (verify-cost batches) */
+#include "forward/seq_ckpt.h"       /* checkpoints, nx_ctx_seq_rewind: spec-bench (verify-cost) */
+#include "gguf/gguf.h"             /* GGUF read/write: info, gguf-sample, tokenize, draft-vocab, converters */
+#include "model/model.h"           /* nx_model, nx_hparams: info, mkmodel, spec-bench */
+#include "quant/quant.h"           /* type table, nx_cpu_isa: convert, quantize, mkmodel */
+#include "sample/sample.h"         /* nx_sampler: spec-bench (draft-step cost) */
+#include "spec/draft_vocab.h"      /* frequency files: draft-vocab, spec-bench */
+#include "spec/mtp.h"              /* MTP head: mtp-extract, spec-bench */
+#include "spec/spec.h"             /* the speculative driver: spec-bench */
+#include "spec/spec_oracle.h"      /* oracle mode: spec-bench --spec-oracle */
+#include "tokenizer/chat.h"        /* chat formats: server, tokenize */
+#include "tokenizer/chat_json.h"   /* OpenAI messages -> chat: server */
+#include "tokenizer/tokenizer.h"   /* nx_tokenizer: tokenize, draft-vocab, spec-bench */
+#include "tokenizer/tokenizer_regex.h" /* pre-tokenizer patterns: the HF tokenizer converter */
 
 #endif

@@ -1,5 +1,5 @@
 /* test_forward.c - the batched forward pass against an independent, plain double-precision
- * reference written straight from docs/qwen35-reference.md §3-§5 (one token at a time, one
+ * reference written straight from the model's definition (llama.cpp src/models/qwen35.cpp) (one token at a time, one
  * sequence), and the equivalences the engine promises: batch == token-by-token, two sequences
  * in one batch == each alone.  Model: the `tiny` preset (Hk=2 != Hv=4, GQA 4/2, D=128 != E/H=64,
  * 4 GDN + 2 attention layers), built in memory with F32 weights. 
@@ -88,7 +88,7 @@ static void ref_free(ref_model *r) {
     free(r->conv); free(r->S); free(r->K); free(r->V);
 }
 
-/* §4: Gated DeltaNet for one token */
+/* Gated DeltaNet for one token */
 static void ref_gdn(ref_model *r, int l, const double *a, double *m) {
     const nx_hparams *hp = r->hp;
     const int E = (int)hp->n_embd, C = (int)nx_hp_conv_dim(hp), Hk = (int)hp->ssm_n_group;
@@ -105,7 +105,7 @@ static void ref_gdn(ref_model *r, int l, const double *a, double *m) {
     const float *cw = W(r, "blk.%d.ssm_conv1d.weight", l);
     const float *A = W(r, "blk.%d.ssm_a", l), *dt = W(r, "blk.%d.ssm_dt.bias", l);
     const float *nw = W(r, "blk.%d.ssm_norm.weight", l);
-    /* §4.3 conv: u = [state, x]; y = sum_i u[i] w[i]; state = last Kc-1 of u */
+    /* conv: u = [state, x]; y = sum_i u[i] w[i]; state = last Kc-1 of u */
     for (int c = 0; c < C; c++) {
         double *st = r->conv[l] + (size_t)c * (Kc - 1);
         double acc = qkv[c] * cw[(size_t)c * Kc + Kc - 1];
@@ -114,7 +114,7 @@ static void ref_gdn(ref_model *r, int l, const double *a, double *m) {
         st[Kc - 2] = qkv[c];
         y[c] = silu(acc);
     }
-    /* §4.4 L2 norms, q scale */
+    /* L2 norms, q scale */
     for (int g = 0; g < 2 * Hk; g++) {
         double ss = 0;
         for (int i = 0; i < d; i++) ss += y[g * d + i] * y[g * d + i];
@@ -142,7 +142,7 @@ static void ref_gdn(ref_model *r, int l, const double *a, double *m) {
             for (int i = 0; i < d; i++) s += S[i * d + j] * q[i];
             o[h * d + j] = s;
         }
-        /* §4.7 gated RMSNorm */
+        /* gated RMSNorm */
         double tmp[512];
         ref_rms(o + h * d, nw, d, eps, tmp);
         for (int j = 0; j < d; j++) o[h * d + j] = tmp[j] * silu(z[h * d + j]);
@@ -151,7 +151,7 @@ static void ref_gdn(ref_model *r, int l, const double *a, double *m) {
     free(qkv); free(z); free(bb); free(al); free(y); free(o);
 }
 
-/* §5: gated attention for one token at position pos */
+/* gated attention for one token at position pos */
 static void ref_attn(ref_model *r, int l, const double *a, int pos, double *m) {
     const nx_hparams *hp = r->hp;
     const int E = (int)hp->n_embd, H = (int)hp->n_head, Hkv = (int)hp->n_head_kv, D = (int)hp->head_dim;
@@ -197,7 +197,7 @@ static void ref_attn(ref_model *r, int l, const double *a, int pos, double *m) {
     free(qf); free(k); free(v); free(out); free(sc); free(q);
 }
 
-/* §3: one token; writes the post-norm hidden (E) and logits (V) */
+/* one token; writes the post-norm hidden (E) and logits (V) */
 static void ref_token(ref_model *r, int token, double *hidden, double *logits) {
     const nx_hparams *hp = r->hp;
     const int E = (int)hp->n_embd, F = (int)hp->n_ff, V = (int)hp->n_vocab;

@@ -81,7 +81,7 @@ static void test_file_round_trip_equals_memory_model(void **state) {
     nx_model_free(m);
 }
 
-/* The presets carry the real shapes (docs/qwen35-configs.md §1.2) and every matrix row length is
+/* The presets carry the real shapes (from the Hugging Face config.json of each size) and every matrix row length is
  * a multiple of 256, so all K-quant types apply. */
 static void test_presets_have_real_shapes(void **state) {
     (void)state;

@@ -75,7 +75,7 @@ static counts count_preset(const char *preset, bool mtp, uint32_t vocab) {
 /* Real shapes: the GGUF of Qwen3.5-35B-A3B without MTP has 733 tensors, 301 of them F32
  * (observed in published files); text parameters without MTP 34.661 B, of which 3.455 B active,
  * MTP block 844.6 M; 122B-A10B: 122.112 B, 9.771 B active, MTP 2523.7 M (derived from the
- * published configs, docs/qwen35-configs.md, with the real vocabulary of 248320). */
+ * published Hugging Face configs, with the real vocabulary of 248320). */
 static void test_presets_have_real_shapes(void **state) {
     (void)state;
     static const struct {

@@ -1,5 +1,5 @@
 /* test_mtp.c - the MTP head (src/mtp.c) against a naive double-precision implementation written
- * here straight from reference §7 (not from our forward pass), batched and row by row, with two
+ * here straight from llama.cpp's graph_mtp (not from our forward pass), batched and row by row, with two
  * interleaved sequences and KV truncation; loading from the model, from an mtp-only file, from
  * a sibling file; clear errors for mismatched / broken files. */
 #include "testutil.h"
@@ -24,7 +24,7 @@ static int setup(void **state) {
     return 0;
 }
 
-/* ---- naive double-precision MTP (reference §7) ------------------------------------------------ */
+/* ---- naive double-precision MTP (graph_mtp) --------------------------------------------------- */
 
 typedef struct naive {
     const nx_hparams *hp;

@@ -232,7 +232,7 @@ static void run_case(const pcase *c, const nx_model *model) {
     nx_err err;
     if (!nx_ctx_create(&ctx, model, &cp, pool, &err)) fail_msg("%s: %s", c->name, err.msg);
 
-    /* MTP mirror (reference §8.2): the row of token x_p carries the trunk hidden of the same
+    /* MTP mirror (llama.cpp common/speculative.cpp): the row of token x_p carries the trunk hidden of the same
      * sequence at p-1 (zeros before the first position), same batches as the trunk. */
     nx_mtp_head head;
     nx_mtp *mtp = NULL;

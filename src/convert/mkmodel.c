@@ -8,7 +8,7 @@
 
 #include "nextn_internal.h"
 
-/* ---- presets (docs/qwen35-configs.md §1.2; tiny and tiny-moe are ours: Hk != Hv, GQA,
+/* ---- presets (the shapes of the Hugging Face config.json of each Qwen3.5 size; tiny and tiny-moe are ours: Hk != Hv, GQA,
  * D != E/H; tiny-moe: 8 experts, top-2, expert width != shared width) --------------------- */
 
 typedef struct preset {

@@ -154,7 +154,8 @@ static inline float *rep_row(const nx_rstate *rs, int buf, int layer, int seq, i
 
 /* ---- the delta-rule chain ---------------------------------------------------------------------
  * Scalar version of nx_gdn_chain_avx512 (same contract, ops_avx512.h); its float operations
- * per element are those of the one-token loop it replaced, so any d works. */
+ * per element are those of the per-token recurrence (decay, read, delta, write, output), so
+ * any d works. */
 static void chain_scalar(const float *src, const nx_gdn_step *st, int n, int d) {
     float s[512]; /* d <= 512 (nx_hparams_finish) */
     for (int j = 0; j < d; j++) {

@@ -1,4 +1,5 @@
-/* model.c - qwen35 / qwen35moe hyper-parameter checks and weight binding (reference §1, §2). */
+/* model.c - qwen35 / qwen35moe hyper-parameter checks and weight binding (the GGUF keys and tensor names llama.cpp's
+ * qwen35 / qwen35moe loader reads: src/llama-model.cpp, src/llama-arch.cpp). */
 #include "model/model.h"
 
 #include <stdio.h>

@@ -73,7 +73,7 @@ static inline const char *nx_hp_arch(const nx_hparams *h)   { return h->moe ? "q
  * <= D, limits).  `where` names the source in messages (e.g. the file path). */
 bool nx_hparams_finish(nx_hparams *hp, const char *where, nx_err *err);
 
-/* Reads the qwen35.* keys of an open GGUF (reference §1) and calls nx_hparams_finish. */
+/* Reads the qwen35.* keys of an open GGUF (llama.cpp's key names) and calls nx_hparams_finish. */
 bool nx_hparams_from_gguf(nx_hparams *hp, const nx_gguf *g, nx_err *err);
 
 typedef struct nx_attn_weights {
@@ -135,7 +135,7 @@ typedef struct nx_layer {
     nx_moe_weights moe;       /* valid when moe */
 } nx_layer;
 
-/* The MTP / NextN block (reference §2.6, §7).  Kept for the MTP driver; the trunk never uses it.
+/* The MTP / NextN block (GGUF layer L = n_layer: blk.L.nextn.*, llama.cpp graph_mtp).  Kept for the MTP driver; the trunk never uses it.
  * Fallbacks are already resolved: embed -> token_embd, head_norm -> output_norm,
  * head -> trunk LM head. */
 typedef struct nx_mtp_weights {
@@ -193,7 +193,7 @@ bool nx_model_bind(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_fn lookup
 
 /* Binds only what the MTP head needs: token_embd, output_norm, output (optional, tied
  * otherwise) and the MTP block (layer L).  Trunk tensors may be absent (an "mtp-only" file,
- * reference §2.8); m->layers stays NULL and the model can only serve as an MTP head. */
+ * token_embd, output_norm, output and blk.L.* only); m->layers stays NULL and the model can only serve as an MTP head. */
 bool nx_model_bind_mtp_only(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_fn lookup, void *user,
                             const char *where, nx_err *err);
 

@@ -1,4 +1,4 @@
-/* model_load.c - qwen35 / qwen35moe hyper-parameters from GGUF keys (reference §1) and loading a model
+/* model_load.c - qwen35 / qwen35moe hyper-parameters from GGUF keys (as llama.cpp's loader reads them) and loading a model
  * from a GGUF file: the tensors are bound in place inside the mapping (model.c). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -222,8 +222,8 @@ DEFINE_DOT(nx_dot_q5_1_avx512, legacy_rows, 4)
  * V0..V3: qword slot j (j = 0..7) of Vq holds qword q (codes 8q..8q+7) of block j, so int32
  * lane 2j+h of Vq is dword 2q+h of block j.  Chaining the 4 dpbusd into one accumulator leaves
  * in lane 2j+h the exact partial dot of the 16 codes of block j in dwords h, 2+h, 4+h, 6+h:
- * two exact integers per block, instead of 8 partial dots of 4 codes per block that each
- * needed a conversion and an FMA (the layout before 2026-11-30 19:00).  The transpose costs 4
+ * two exact integers per block, where a plain layout would give 8 partial dots of 4 codes per
+ * block, each needing a conversion and an FMA.  The transpose costs 4
  * inserts + 8 shuffles per octet, shared by all rows.
  *
  * Prepared activation row of n elements (nb = n / 32 blocks, no = ceil(nb / 8) octets), per

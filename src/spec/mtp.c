@@ -1,4 +1,4 @@
-/* mtp.c - MTP head forward (reference §7) on its own one-layer context (see mtp.h). */
+/* mtp.c - MTP head forward (llama.cpp graph_mtp, see mtp.h) on its own one-layer context (see mtp.h). */
 #include "spec/mtp.h"
 
 #include <stdio.h>

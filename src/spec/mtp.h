@@ -1,6 +1,7 @@
 /* mtp.h - the MTP (NextN) draft head: weights, loading, and its own attention-only KV cache.
  *
- * Per row (token x, position p, sequence s, previous hidden h), reference §7:
+ * Per row (token x, position p, sequence s, previous hidden h), as llama.cpp's graph_mtp
+ * (src/models/qwen35.cpp) computes it:
  *     x0   = eh_proj · [ rms(embed(x)) ⊙ enorm ; rms(h) ⊙ hnorm ]        (embedding first)
  *     x1   = x0 + ATTN_M(rms(x0) ⊙ attn_norm)       (MTP KV cache, RoPE position p)
  *     x2   = x1 + FFN_M(rms(x1) ⊙ post_attention_norm)
@@ -17,7 +18,7 @@
  *
  * Where the weights come from (nx_mtp_head_open):
  *   1. an explicit file (mtp_model): a full model with an MTP block, or an "mtp-only" file
- *      (reference §2.8: token_embd, output_norm, output, blk.L.*; trunk tensors absent);
+ *      (token_embd, output_norm, output, blk.L.*; trunk tensors absent);
  *   2. the trunk model itself when it was loaded with its MTP block (nextn_predict_layers 1);
  *   3. a sibling file in the trunk's folder: "mtp-<trunk file name>", else the only mtp-*.gguf.
  * Shapes, vocabulary and norm epsilon are checked against the trunk, with errors naming both
@@ -69,7 +70,7 @@ bool nx_mtp_check_compatible(const nx_model *m, const char *m_where, const nx_mo
  * error (we would have to guess). */
 bool nx_mtp_find_sibling(const char *trunk_path, char *out, size_t out_len, bool *found, nx_err *err);
 
-/* Writes an mtp-only GGUF (reference §2.8) with the MTP block of the model file src_path:
+/* Writes an mtp-only GGUF (the MTP block with the embeddings, final norm and head) with the MTP block of the model file src_path:
  * every key, token_embd, output_norm, output (if untied) and blk.L.*.  Used by tests and by
  * anyone who wants to ship the head separately. */
 bool nx_mtp_extract(const char *src_path, const char *dst_path, nx_err *err);

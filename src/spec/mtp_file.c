@@ -1,5 +1,5 @@
 /* mtp_file.c - finding a sibling mtp-*.gguf next to a model, and writing an mtp-only file
- * (reference §2.8) from a model that carries its MTP block. */
+ * (MTP block + token_embd, output_norm, output) from a model that carries its MTP block. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

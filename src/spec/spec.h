@@ -1,4 +1,5 @@
-/* spec.h - MTP speculative decoding driver (reference §8, issue 5 item 4-6).
+/* spec.h - MTP speculative decoding driver (the scheme of llama.cpp's common/speculative.cpp MTP
+ * draft, with exact speculative sampling).
  *
  * One driver serves n_seq sequences of a target context (forward.h) and, optionally, an MTP
  * context (mtp.h) with the same n_ctx / n_seq.  Without MTP it is plain decoding through the

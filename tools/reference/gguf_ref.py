@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """gguf_ref.py - the same model evaluated from a *converted* GGUF file, in llama.cpp's conventions
-(docs qwen35-reference.md sections 3-7): plain RMSNorm weights (the +1 is baked in), ssm_a used as
+(llama.cpp src/models/qwen35.cpp): plain RMSNorm weights (the +1 is baked in), ssm_a used as
 is (already -exp(A_log)), tiled value heads (value head h uses key head h % Hk), conv1d {Kc, C},
 GGUF names; for qwen35moe the MoE FFN from ffn_gate_inp, the stacked ffn_{gate,up,down}_exps (or
 ffn_gate_up_exps) and the shared expert ffn_*_shexp with its gate ffn_gate_inp_shexp (softmax

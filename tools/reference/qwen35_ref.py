@@ -15,7 +15,7 @@ over all experts -> top num_experts_per_tok -> weights renormalised to sum 1 -> 
 reference is far more precise than any engine it checks.  This is a test oracle only; the nextn
 engine never runs Python.
 
-MTP convention (the one llama.cpp's MTP driver uses, docs qwen35-reference.md section 7/8):
+MTP convention (the one llama.cpp's MTP driver uses, common/speculative.cpp):
 MTP row p = (token x_p, trunk hidden h_{p-1}) at position p, row 0 paired with a zero hidden;
 h is the trunk's hidden *after* the final norm.  The trunk's logits at p-1 predict x_p; the
 MTP row p (which sees x_p and h_{p-1}) predicts x_{p+1}.
