@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 
@@ -120,7 +121,7 @@ int cmd_draft_vocab(int argc, char **argv) {
     status = 0;
     goto done;
 fail:
-    fprintf(stderr, "nextn " CMD ": %s\n", err.msg);
+    nx_cli_report(CMD, err.msg, NULL);
 done:
     nx_tokens_free(&ids);
     free(counts);

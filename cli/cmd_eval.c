@@ -96,7 +96,7 @@ int cmd_eval(int argc, char **argv) {
         for (int32_t i = 0; i < len; i++) pos[i] = start + i;
         nextn_batch b = {.n_tokens = len, .token = ids + start, .pos = pos, .seq_id = NULL, .logits = want};
         if (!nextn_decode(ctx, &b, &err)) {
-            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            nx_cli_report(CMD, err.msg, NULL);
             goto done;
         }
         for (int32_t i = 0; i < len; i++) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 
@@ -55,7 +56,7 @@ int cmd_gguf_sample(int argc, char **argv) {
 
     nx_err err;
     nx_gguf_writer *w = nx_gguf_writer_new(&err);
-    if (!w) { fprintf(stderr, "nextn gguf-sample: %s\n", err.msg); return 1; }
+    if (!w) { nx_cli_report("gguf-sample", err.msg, NULL); return 1; }
     static char tok_buf[N_TOKENS][16];
     static const char *toks[N_TOKENS];
     for (int i = 0; i < N_TOKENS; i++) {
@@ -99,6 +100,6 @@ int cmd_gguf_sample(int argc, char **argv) {
               nx_gguf_add_tensor(w, "blk.1.small.weight", 1, 3, ne_f16, f16_one, &err) &&
               nx_gguf_writer_write(w, out, &err);
     nx_gguf_writer_free(w);
-    if (!ok) { fprintf(stderr, "nextn gguf-sample: %s\n", err.msg); return 1; }
+    if (!ok) { nx_cli_report("gguf-sample", err.msg, NULL); return 1; }
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 
@@ -363,7 +364,7 @@ int cmd_info(int argc, char **argv) {
     nx_gguf *g = NULL;
     nx_err err;
     if (!nx_gguf_open(&g, path, &err)) {
-        fprintf(stderr, "nextn info: %s\n", err.msg);
+        nx_cli_report("info", err.msg, NULL);
         return 1;
     }
     if (json) {

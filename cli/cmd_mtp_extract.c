@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 
@@ -19,7 +20,7 @@ int cmd_mtp_extract(int argc, char **argv) {
     }
     nx_err err;
     if (!nx_mtp_extract(argv[1], argv[2], &err)) {
-        fprintf(stderr, "nextn mtp-extract: %s\n", err.msg);
+        nx_cli_report("mtp-extract", err.msg, NULL);
         return 1;
     }
     printf("nextn mtp-extract: wrote %s\n", argv[2]);

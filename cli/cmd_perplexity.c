@@ -145,7 +145,7 @@ int cmd_perplexity(int argc, char **argv) {
         const int32_t seqs = n_chunk - i < n_seq ? n_chunk - i : n_seq;
         for (int32_t s = 0; s < seqs; s++) {
             if (!nextn_seq_clear(ctx, s, &err)) {
-                fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+                nx_cli_report(CMD, err.msg, NULL);
                 goto done;
             }
             seq_nll[s] = seq_nll2[s] = 0.0;

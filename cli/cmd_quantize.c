@@ -71,13 +71,13 @@ int cmd_quantize(int argc, char **argv) {
         return 1;
     }
     nx_pool *pool = nx_pool_create(threads, &err);
-    if (!pool) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
+    if (!pool) { nx_cli_report("quantize", err.msg, NULL); return 1; }
     nx_cli_progress p;
     nx_cli_progress_init(&p, "quantize", "tensor", "MB", quiet);
     bool ok = nx_quantize_file_ov(pos[0], pos[1], mix, ov, n_ov, pool, nx_cli_progress_tool, &p, &err);
     nx_pool_free(pool);
     nx_cli_progress_end(&p);
-    if (!ok) { fprintf(stderr, "nextn quantize: %s\n", err.msg); return 1; }
+    if (!ok) { nx_cli_report("quantize", err.msg, NULL); return 1; }
     if (!quiet) fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "nextn_internal.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "convert/hf_tokenizer.h"
 
@@ -228,7 +229,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     goto out;
 fail:
-    fprintf(stderr, "nextn tokenize: %s\n", err.msg);
+    nx_cli_report("tokenize", err.msg, NULL);
     rc = 1;
 out:
     nx_tokens_free(&toks);

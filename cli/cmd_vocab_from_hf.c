@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 #include "convert/hf_tokenizer.h"
@@ -47,7 +48,7 @@ int cmd_vocab_from_hf(int argc, char **argv) {
     nx_err err;
     nx_hf_vocab v;
     if (!nx_hf_vocab_load(&v, in[0], in[1], in[2], &err)) {
-        fprintf(stderr, "nextn vocab-from-hf: %s\n", err.msg);
+        nx_cli_report("vocab-from-hf", err.msg, NULL);
         return 1;
     }
     nx_gguf_writer *w = nx_gguf_writer_new(&err);
@@ -56,7 +57,7 @@ int cmd_vocab_from_hf(int argc, char **argv) {
     if (ok)
         printf("%s: %u tokens, %u merges, pre '%s'\n", out, v.n_tokens, v.n_merges, v.pre);
     else
-        fprintf(stderr, "nextn vocab-from-hf: %s\n", err.msg);
+        nx_cli_report("vocab-from-hf", err.msg, NULL);
     nx_gguf_writer_free(w);
     nx_hf_vocab_free(&v);
     return ok ? 0 : 1;

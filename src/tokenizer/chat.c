@@ -31,13 +31,13 @@ bool nx_chat_format_from_name(const char *name, nx_chat_format *out, nx_err *err
 
 bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *err) {
     if (!tmpl || len == 0)
-        return nx_fail(err, "the model has no tokenizer.chat_template; set chat_format chatml to use ChatML");
+        return nx_fail(err, "the model has no tokenizer.chat_template; pass chat_format chatml to use ChatML");
     if (memmem(tmpl, len, "<|im_start|>", 12) && memmem(tmpl, len, "<|im_end|>", 10)) {
         *out = NX_CHAT_CHATML;
         return true;
     }
     return nx_fail(err, "the model's chat template is not a Qwen ChatML template (no <|im_start|>/<|im_end|>); "
-                        "set chat_format chatml to format prompts as ChatML anyway");
+                        "pass chat_format chatml to format prompts as ChatML anyway");
 }
 
 bool nx_chat_select(const nx_gguf *g, const char *format_name, nx_chat_format *out, nx_err *err) {
