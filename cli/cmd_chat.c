@@ -314,7 +314,7 @@ static bool command(chat_session *cs, const char *line) {
             bool has = cs->n_msgs && !strcmp(cs->msgs[0].role, "system");
             fprintf(stderr, has ? "system prompt: %s\n" : "(no system prompt)\n", has ? cs->msgs[0].content : "");
         } else if (!chat_set_system(cs, strcmp(arg, "-") ? arg : NULL, &err)) {
-            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            nx_cli_report(CMD, err.msg, NULL);
         } else {
             fprintf(stderr, strcmp(arg, "-") ? "(system prompt set)\n" : "(system prompt removed)\n");
         }
@@ -327,7 +327,7 @@ static bool command(chat_session *cs, const char *line) {
         if (!*arg) {
             fprintf(stderr, "/%.*s needs a file name\n", (int)k, p);
         } else if (IS("save") ? !chat_save(cs, arg, &err) : !chat_load(cs, arg, &err)) {
-            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            nx_cli_report(CMD, err.msg, NULL);
         } else {
             fprintf(stderr, "(%zu messages %s %s)\n", cs->n_msgs, IS("save") ? "written to" : "read from", arg);
         }
@@ -428,13 +428,13 @@ int cmd_chat(int argc, char **argv) {
     cp.n_threads = n_threads;
     cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
     if (!nextn_spec_create(&gen, model, &cp, &spec, &sp, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nx_cli_report(CMD, err.msg, NULL);
         goto done;
     }
     if (spec_choice == 1 && !nextn_spec_has_mtp(gen)) fprintf(stderr, "nextn %s: %s\n", CMD, nextn_spec_notice(gen));
     if (!chat_session_init(&cs, CMD, model, chat_format, gen, &sp, n_ctx, n_predict, &err) ||
         !chat_set_system(&cs, system_text ? system_text : system, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+        nx_cli_report(CMD, err.msg, NULL);
         goto done;
     }
     cs.think = !no_think;
@@ -488,7 +488,7 @@ int cmd_chat(int argc, char **argv) {
         free(msg);
         if (ok || d.any_answer || d.any_reasoning) reply_end(&d);
         if (!ok) {
-            fprintf(stderr, "nextn %s: %s\n", CMD, err.msg);
+            nx_cli_report(CMD, err.msg, NULL);
             continue;
         }
         if (cs.last.interrupted) fprintf(stderr, "(interrupted)\n");
