@@ -89,21 +89,48 @@ static int set_value(const char *cmd, nx_arg *a, const char *val) {
         }
         return nx_usage_error(cmd, "%s: '%s' is not one of: %s", a->name, val, list);
     }
+    case NX_ARG_LIST: {
+        nx_arg_list *l = a->dest;
+        if (l->n >= l->cap) return nx_usage_error(cmd, "%s: at most %d of them", a->name, l->cap);
+        l->v[l->n++] = val;
+        return NX_ARGS_OK;
+    }
     case NX_ARG_FLAG:
         break;
     }
     return nx_usage_error(cmd, "%s: internal error (bad option kind)", a->name);
 }
 
+static int positional(const char *cmd, nx_arg_list *pos, const char *tok) {
+    if (!pos || pos->n >= pos->cap)
+        return nx_usage_error(cmd, "unexpected argument '%s' (see nextn %s --help)", tok, cmd);
+    pos->v[pos->n++] = tok;
+    return NX_ARGS_OK;
+}
+
 int nx_args_parse(const char *cmd, const char *usage, nx_arg *args, size_t n_args, int argc, char **argv) {
+    return nx_args_parse_pos(cmd, usage, args, n_args, argc, argv, NULL);
+}
+
+int nx_args_parse_pos(const char *cmd, const char *usage, nx_arg *args, size_t n_args, int argc, char **argv,
+                      nx_arg_list *pos) {
+    bool options = true;
     for (int i = 1; i < argc; i++) {
         const char *tok = argv[i];
+        if (!options || tok[0] != '-' || tok[1] == '\0') {
+            int rc = positional(cmd, pos, tok);
+            if (rc != NX_ARGS_OK) return rc;
+            if (pos->rest) options = false;
+            continue;
+        }
+        if (pos && !strcmp(tok, "--")) {
+            options = false;
+            continue;
+        }
         if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
             print_help(cmd, usage, args, n_args);
             return NX_ARGS_HELP;
         }
-        if (tok[0] != '-' || tok[1] == '\0')
-            return nx_usage_error(cmd, "unexpected argument '%s' (see nextn %s --help)", tok, cmd);
         /* split --name=value */
         const char *eq = strncmp(tok, "--", 2) == 0 ? strchr(tok, '=') : NULL;
         size_t name_len = eq ? (size_t)(eq - tok) : strlen(tok);

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
@@ -22,41 +22,30 @@ static bool fill_embd(void *user, void *dst, uint64_t nbytes, nx_err *err) {
     return true;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: nextn gguf-sample [--version 2|3] [--alignment N] [--small] OUT.gguf\n"
-               "  writes a small synthetic GGUF (all metadata value types, f32/f16/q8_0/q4_K tensors);\n"
-               "  --small: 8 tokens instead of 1000 (a few KB, for fuzz seeds)\n");
-}
+#define CMD "gguf-sample"
 
 int cmd_gguf_sample(int argc, char **argv) {
-    unsigned long version = 3, alignment = 0;
-    uint64_t n_tokens = N_TOKENS;
+    uint64_t version = 3, alignment = 0;
+    bool small = false;
     const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        char *end;
-        if ((!strcmp(argv[i], "--version") || !strcmp(argv[i], "--alignment")) && i + 1 < argc) {
-            unsigned long v = strtoul(argv[i + 1], &end, 10);
-            if (!*argv[i + 1] || *end) {
-                fprintf(stderr, "nextn gguf-sample: %s needs a number, got '%s'\n", argv[i], argv[i + 1]);
-                return 2;
-            }
-            if (argv[i][2] == 'v') version = v; else alignment = v;
-            i++;
-        } else if (!strcmp(argv[i], "--small")) {
-            n_tokens = 8;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (argv[i][0] == '-' || out) {
-            usage(stderr);
-            return 2;
-        } else out = argv[i];
-    }
-    if (!out) { usage(stderr); return 2; }
+    nx_arg_list pos = {&out, 0, 1, false};
+    nx_arg args[] = {
+        {"--version", NULL, NX_ARG_U64, &version, "2|3", "GGUF version (default 3)", 0, 0, NULL, false},
+        {"--alignment", NULL, NX_ARG_U64, &alignment, "N", "general.alignment (default: none, i.e. 32)", 0, 0, NULL, false},
+        {"--small", NULL, NX_ARG_FLAG, &small, NULL, "8 tokens instead of 1000 (a few KB, for fuzz seeds)", 0, 0, NULL, false},
+    };
+    int rc = nx_args_parse_pos(CMD,
+                               "[--version 2|3] [--alignment N] [--small] OUT.gguf\n\n"
+                               "Writes a small synthetic GGUF (all metadata value types, f32/f16/q8_0/q4_K tensors).",
+                               args, NX_ARGS_LEN(args), argc, argv, &pos);
+    if (rc == NX_ARGS_HELP) return 0;
+    if (rc != NX_ARGS_OK) return 2;
+    if (!out) return nx_usage_error(CMD, "need OUT.gguf (see nextn %s --help)", CMD);
+    const uint64_t n_tokens = small ? 8 : N_TOKENS;
 
     nx_err err;
     nx_gguf_writer *w = nx_gguf_writer_new(&err);
-    if (!w) { nx_cli_report("gguf-sample", err.msg, NULL); return 1; }
+    if (!w) { nx_cli_report(CMD, err.msg, NULL); return 1; }
     static char tok_buf[N_TOKENS][16];
     static const char *toks[N_TOKENS];
     for (int i = 0; i < N_TOKENS; i++) {
@@ -100,6 +89,6 @@ int cmd_gguf_sample(int argc, char **argv) {
               nx_gguf_add_tensor(w, "blk.1.small.weight", 1, 3, ne_f16, f16_one, &err) &&
               nx_gguf_writer_write(w, out, &err);
     nx_gguf_writer_free(w);
-    if (!ok) { nx_cli_report("gguf-sample", err.msg, NULL); return 1; }
+    if (!ok) { nx_cli_report(CMD, err.msg, NULL); return 1; }
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
@@ -334,32 +335,27 @@ static void print_model_summary(const nx_gguf *g) {
     }
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: nextn info [--no-tensors] [--full] [--json] FILE.gguf\n"
-               "  prints the metadata, the tensor table and totals of a GGUF file\n"
-               "  --no-tensors  skip the per-tensor table (totals are still printed)\n"
-               "  --full        print strings and arrays completely instead of abbreviated\n"
-               "  --json        print one JSON object (all values in full; integers exact)\n");
-}
+#define CMD "info"
 
 int cmd_info(int argc, char **argv) {
-    bool tensors = true, full = false, json = false;
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-tensors")) tensors = false;
-        else if (!strcmp(argv[i], "--full")) full = true;
-        else if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "nextn info: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (path) {
-            fprintf(stderr, "nextn info: more than one file given ('%s' and '%s')\n", path, argv[i]);
-            return 2;
-        } else path = argv[i];
-    }
-    if (!path) { usage(stderr); return 2; }
+    bool no_tensors = false, full = false, json = false;
+    const char *files[2] = {NULL, NULL};
+    nx_arg_list pos = {files, 0, 2, false};
+    nx_arg args[] = {
+        {"--no-tensors", NULL, NX_ARG_FLAG, &no_tensors, NULL, "skip the per-tensor table (totals are still printed)", 0, 0, NULL, false},
+        {"--full", NULL, NX_ARG_FLAG, &full, NULL, "print strings and arrays completely instead of abbreviated", 0, 0, NULL, false},
+        {"--json", NULL, NX_ARG_FLAG, &json, NULL, "print one JSON object (all values in full; integers exact)", 0, 0, NULL, false},
+    };
+    int rc = nx_args_parse_pos(CMD,
+                               "[--no-tensors] [--full] [--json] FILE.gguf\n\n"
+                               "Prints the metadata, the tensor table and totals of a GGUF file.",
+                               args, NX_ARGS_LEN(args), argc, argv, &pos);
+    if (rc == NX_ARGS_HELP) return 0;
+    if (rc != NX_ARGS_OK) return 2;
+    if (pos.n > 1) return nx_usage_error(CMD, "more than one file given ('%s' and '%s')", files[0], files[1]);
+    if (!files[0]) return nx_usage_error(CMD, "need FILE.gguf (see nextn %s --help)", CMD);
+    const char *path = files[0];
+    const bool tensors = !no_tensors;
 
     nx_gguf *g = NULL;
     nx_err err;
@@ -368,9 +364,9 @@ int cmd_info(int argc, char **argv) {
         return 1;
     }
     if (json) {
-        int rc = print_json(g, path, tensors);
+        const int jrc = print_json(g, path, tensors);
         nx_gguf_close(g);
-        return rc;
+        return jrc;
     }
     text t = {0};
     char hb[32], tb[32];

@@ -3,26 +3,30 @@
  * carries its MTP block.  Placed next to a model without MTP as "mtp-<model file name>", it is
  * picked up automatically by speculative decoding. */
 #include <stdio.h>
-#include <string.h>
 
+#include "args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
 
+#define CMD "mtp-extract"
+
 int cmd_mtp_extract(int argc, char **argv) {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: nextn mtp-extract MODEL.gguf OUT.gguf\n");
-        return 0;
-    }
-    if (argc != 3) {
-        fprintf(stderr, "usage: nextn mtp-extract MODEL.gguf OUT.gguf\n");
-        return 2;
-    }
+    const char *files[2];
+    nx_arg_list pos = {files, 0, 2, false};
+    int rc = nx_args_parse_pos(CMD,
+                               "MODEL.gguf OUT.gguf\n\n"
+                               "Writes an mtp-only GGUF (every key, token_embd, output_norm, output if untied, the\n"
+                               "MTP block) from a model that carries its MTP block.",
+                               NULL, 0, argc, argv, &pos);
+    if (rc == NX_ARGS_HELP) return 0;
+    if (rc != NX_ARGS_OK) return 2;
+    if (pos.n != 2) return nx_usage_error(CMD, "need MODEL.gguf and OUT.gguf (see nextn %s --help)", CMD);
     nx_err err;
-    if (!nx_mtp_extract(argv[1], argv[2], &err)) {
-        nx_cli_report("mtp-extract", err.msg, NULL);
+    if (!nx_mtp_extract(files[0], files[1], &err)) {
+        nx_cli_report(CMD, err.msg, NULL);
         return 1;
     }
-    printf("nextn mtp-extract: wrote %s\n", argv[2]);
+    printf("nextn mtp-extract: wrote %s\n", files[1]);
     return 0;
 }

@@ -15,27 +15,10 @@
 #include <string.h>
 
 #include "nextn_internal.h"
+#include "args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "convert/hf_tokenizer.h"
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: nextn tokenize -m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]\n"
-               "       nextn tokenize -m FILE --decode [--special] ID...\n"
-               "  -m FILE       vocabulary: a model GGUF or a Hugging Face tokenizer.json\n"
-               "  -f PATH       read the text from PATH ('-' = stdin) instead of the arguments\n"
-               "  --ids         print only the ids, space-separated\n"
-               "  --special     match control tokens such as <|im_start|> in the text; print them when decoding\n"
-               "  --no-bos      never add BOS (by default it is added only if the vocabulary asks for it)\n"
-               "  --no-normalize  tokenize the bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)\n"
-               "  --roundtrip   check that decoding the tokens gives the text back (exit 1 if not)\n"
-               "  --decode      the arguments are token ids; print the text\n"
-               "  --chat        format the text as a user turn + generation prompt with the model's chat\n"
-               "                format (GGUF only), print the prompt on stderr, tokenize it with specials\n"
-               "  --chat-format NAME  use this chat format instead of the model's template (chatml)\n"
-               "  --system TEXT system prompt for --chat\n"
-               "  --no-think    --chat with thinking off (<think>\\n\\n</think>\\n\\n after the prompt)\n");
-}
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -88,67 +71,52 @@ static void print_piece(const char *p, size_t n) {
     putchar('\'');
 }
 
+#define CMD "tokenize"
+
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *chat_format = NULL, *system = NULL;
-    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false, chat = false, think = true,
-         no_normalize = false;
-    int first_arg = argc;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "-f") || !strcmp(argv[i], "--chat-format") || !strcmp(argv[i], "--system")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "nextn tokenize: %s needs a value\n", argv[i]);
-                return 2;
-            }
-            const char *opt = argv[i++];
-            if (!strcmp(opt, "-m")) model = argv[i];
-            else if (!strcmp(opt, "-f")) file = argv[i];
-            else if (!strcmp(opt, "--chat-format")) chat_format = argv[i];
-            else system = argv[i];
-        } else if (!strcmp(argv[i], "--chat")) chat = true;
-        else if (!strcmp(argv[i], "--no-think")) think = false;
-        else if (!strcmp(argv[i], "--ids")) ids_only = true;
-        else if (!strcmp(argv[i], "--special")) special = true;
-        else if (!strcmp(argv[i], "--no-bos")) no_bos = true;
-        else if (!strcmp(argv[i], "--no-normalize")) no_normalize = true;
-        else if (!strcmp(argv[i], "--roundtrip")) roundtrip = true;
-        else if (!strcmp(argv[i], "--decode")) decode = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--")) {
-            first_arg = i + 1;
-            break;
-        } else if (argv[i][0] == '-' && argv[i][1] && !decode) {
-            fprintf(stderr, "nextn tokenize: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else {
-            first_arg = i;
-            break;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "nextn tokenize: -m FILE is required\n");
-        usage(stderr);
-        return 2;
-    }
-    if (file && first_arg < argc) {
-        fprintf(stderr, "nextn tokenize: give the text either with -f or as arguments, not both\n");
-        return 2;
-    }
-    if (!file && first_arg >= argc) {
-        fprintf(stderr, "nextn tokenize: no text given\n");
-        usage(stderr);
-        return 2;
-    }
+    bool ids_only = false, special = false, no_bos = false, roundtrip = false, decode = false, chat = false,
+         no_think = false, no_normalize = false;
+    const char **words = calloc((size_t)argc, sizeof *words);
+    if (!words) return nx_usage_error(CMD, "out of memory");
+    nx_arg_list pos = {words, 0, argc, true};
+    nx_arg args[] = {
+        {"--model", "-m", NX_ARG_STRING, &model, "FILE", "vocabulary: a model GGUF or a Hugging Face tokenizer.json (required)", 0, 0, NULL, false},
+        {"--file", "-f", NX_ARG_STRING, &file, "PATH", "read the text from PATH ('-' = stdin) instead of the arguments", 0, 0, NULL, false},
+        {"--ids", NULL, NX_ARG_FLAG, &ids_only, NULL, "print only the ids, space-separated", 0, 0, NULL, false},
+        {"--special", NULL, NX_ARG_FLAG, &special, NULL, "match control tokens such as <|im_start|> in the text; print them when decoding", 0, 0, NULL, false},
+        {"--no-bos", NULL, NX_ARG_FLAG, &no_bos, NULL, "never add BOS (by default only if the vocabulary asks for it)", 0, 0, NULL, false},
+        {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the bytes as given: skip the vocabulary's NFC step (as llama.cpp)", 0, 0, NULL, false},
+        {"--roundtrip", NULL, NX_ARG_FLAG, &roundtrip, NULL, "check that decoding the tokens gives the text back (exit 1 if not)", 0, 0, NULL, false},
+        {"--decode", NULL, NX_ARG_FLAG, &decode, NULL, "the arguments are token ids; print the text", 0, 0, NULL, false},
+        {"--chat", NULL, NX_ARG_FLAG, &chat, NULL, "the text as a user turn + generation prompt in the model's chat format (prompt on stderr)", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "use this chat format instead of the model's template (chatml)", 0, 0, NULL, false},
+        {"--system", NULL, NX_ARG_STRING, &system, "TEXT", "system prompt for --chat", 0, 0, NULL, false},
+        {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "--chat with thinking off (<think>\\n\\n</think>\\n\\n after the prompt)", 0, 0, NULL, false},
+    };
+    int prc = nx_args_parse_pos(CMD,
+                                "-m FILE [--ids] [--special] [--no-bos] [--roundtrip] [-f PATH | TEXT...]\n"
+                                "       nextn tokenize -m FILE --decode [--special] ID...\n"
+                                "       nextn tokenize -m FILE --chat [--chat-format chatml] [--system TEXT] [--no-think] TEXT...\n\n"
+                                "The first TEXT word ends the options (or --): the rest is text.",
+                                args, NX_ARGS_LEN(args), argc, argv, &pos);
+    const int n_words = pos.n;
+    const bool think = !no_think;
+    free(words);
+    if (prc == NX_ARGS_HELP) return 0;
+    if (prc != NX_ARGS_OK) return 2;
+    if (!model) return nx_usage_error(CMD, "-m FILE is required (see nextn %s --help)", CMD);
+    if (file && n_words) return nx_usage_error(CMD, "give the text either with -f or as arguments, not both");
+    if (!file && !n_words) return nx_usage_error(CMD, "no text given (see nextn %s --help)", CMD);
+    /* the words are the last n_words tokens of argv (the first one ends the options) */
+    const int first_arg = argc - n_words;
     nx_err err;
     nx_tokenizer *tok = NULL;
     nx_buf text = {0}, dec = {0};
     nx_tokens toks = {0};
     int rc = 1;
     if ((chat_format || system || !think) && !chat) {
-        fprintf(stderr, "nextn tokenize: --chat-format, --system and --no-think need --chat\n");
-        return 2;
+        return nx_usage_error(CMD, "--chat-format, --system and --no-think need --chat");
     }
     nx_chat_format fmt = NX_CHAT_NONE;
     if (!load_tokenizer(model, &tok, chat_format, chat ? &fmt : NULL, &err)) goto fail;

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# test_cli.sh - the nextn binary dispatches commands and rejects unknown ones.
+# test_cli.sh - the nextn binary dispatches commands and rejects unknown ones; the option parser
+# (cli/args.c) as the file-argument commands use it: files among the options, --name=VALUE, `--`,
+# repeatable options, exclusive flags, too many / too few files.
 set -u
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
 check "version prints"        '"$NEXTN" version | grep -q "^nextn "'
@@ -8,4 +12,26 @@ check "help exits 0"          '"$NEXTN" --help >/dev/null'
 check "no args exits 2"       '"$NEXTN" >/dev/null 2>&1; [ $? -eq 2 ]'
 check "unknown command exits 2 and names it" \
       'out=$("$NEXTN" frobnicate 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "frobnicate"'
+
+"$NEXTN" gguf-sample "$tmp/s.gguf" >/dev/null || { echo "FAIL: gguf-sample"; exit 1; }
+check "gguf-sample: --name=VALUE and the file before the options" \
+      '"$NEXTN" gguf-sample "$tmp/v2.gguf" --version=2 --alignment 64 && "$NEXTN" info "$tmp/v2.gguf" | grep -q "GGUF v2, alignment 64"'
+check "info: the file before the options" '"$NEXTN" info "$tmp/s.gguf" --json | grep -q "\"tensors\""'
+check "info: two files -> exit 2 naming both" \
+      'out=$("$NEXTN" info "$tmp/s.gguf" "$tmp/v2.gguf" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "more than one file" && echo "$out" | grep -q "v2.gguf"'
+check "info: a flag given a value -> exit 2" '"$NEXTN" info --json=1 "$tmp/s.gguf" >/dev/null 2>&1; [ $? -eq 2 ]'
+check "info --help lists the options, exit 0" '"$NEXTN" info --help | grep -q -- "--no-tensors"'
+check "mtp-extract: one file -> exit 2" '"$NEXTN" mtp-extract "$tmp/s.gguf" >/dev/null 2>&1; [ $? -eq 2 ]'
+check "mkmodel: --tie with --untie -> exit 2" \
+      'out=$("$NEXTN" mkmodel --preset tiny --tie --untie -o "$tmp/x.gguf" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "exclude"'
+check "mkmodel: --layers out of range -> exit 2 naming the range" \
+      'out=$("$NEXTN" mkmodel --preset tiny --layers 0 -o "$tmp/x.gguf" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "outside \[1, 1024\]"'
+"$NEXTN" mkmodel --preset tiny --layers 2 --vocab 300 -o "$tmp/t.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel"; exit 1; }
+check "quantize: --tensor-type repeatable, first match wins" \
+      '"$NEXTN" quantize -q "$tmp/t.gguf" "$tmp/q.gguf" q8_0 --tensor-type "ffn_up=q4_0" --tensor-type "ffn_.*=q5_0" &&
+       "$NEXTN" info "$tmp/q.gguf" | grep "blk.0.ffn_up.weight" | grep -q q4_0 && "$NEXTN" info "$tmp/q.gguf" | grep "blk.0.ffn_down.weight" | grep -q q5_0'
+check "tokenize: the first word ends the options" \
+      'a=$("$NEXTN" tokenize -m "$tmp/t.gguf" --ids hello --ids) && b=$("$NEXTN" tokenize -m "$tmp/t.gguf" --ids -- "hello --ids") && [ "$a" = "$b" ] && [ -n "$a" ]'
+check "tokenize: -- lets the text start with -; without it -x is an unknown option" \
+      '"$NEXTN" tokenize -m "$tmp/t.gguf" --ids -- -x | grep -q "^[0-9]" && { "$NEXTN" tokenize -m "$tmp/t.gguf" --ids -x >/dev/null 2>&1; [ $? -eq 2 ]; }'
 exit $fail
