@@ -222,7 +222,10 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
                           nextn_error *err);
 void nextn_sampler_free(nextn_sampler *s);
 /* Samples from one row of n_vocab logits (e.g. nextn_get_logits).  Fails on NaN / +inf logits
- * or when every logit is -inf. */
+ * or when every logit is -inf.  The draw is a function of (seed, the number of tokens accepted
+ * since creation or reset, the distribution): accept each sampled token before sampling the
+ * next one (sampling again without accepting gives the same token).  So a seeded generation is
+ * reproducible, and speculative decoding (nextn_spec_*) emits the same tokens as this loop. */
 bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token, nextn_error *err);
 /* The distribution sample() draws from, after the whole chain: n entries (ids[i], probs[i]),
  * probabilities summing to 1, sorted by descending probability whenever a truncation (top-k,
@@ -246,20 +249,23 @@ typedef struct nextn_logprob {
 } nextn_logprob;
 bool nextn_sampler_logprobs(nextn_sampler *s, const float *logits, int32_t token, int32_t n_top, nextn_logprob *out,
                             nextn_error *err);
-/* Records a token in the penalty history (generated tokens; prompt tokens if wanted). */
+/* Records a token in the penalty history (generated tokens; prompt tokens if wanted) and moves
+ * the sampler to the next position. */
 bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err);
-/* Clears the history and re-seeds. */
+/* Clears the history: back to the first position (the same draws again). */
 void nextn_sampler_reset(nextn_sampler *s);
 
 /* ---- speculative decoding with the MTP head ---------------------------------------------
  * A nextn_spec owns a target context (with recurrent snapshot slots for O(1) rollback), the
- * MTP head's context and a sampler per sequence, for one sequence (or several, below).  Each step drafts up to draft_max
- * tokens with the MTP head, verifies them in one target batch and emits 1 .. draft_max + 1
- * tokens; greedy output is identical to plain decoding, sampled output follows the same
- * distribution (exact speculative sampling).  Where the MTP weights come from: mtp_model if
- * given, else the model file's own MTP block, else a sibling mtp-*.gguf in the model's folder;
- * when there is none (or use_mtp is false) the generator decodes plainly and
- * nextn_spec_notice() says why.  See docs/mtp.md. */
+ * MTP head's context and a sampler per sequence, for one sequence (or several, below).  Each
+ * step drafts up to draft_max tokens with the MTP head, verifies them in one target batch and
+ * emits 1 .. draft_max + 1 tokens.  The output is identical to plain decoding with the same
+ * sampler (nextn_sampler_sample + accept per token, prompt tokens accepted first when
+ * penalize_prompt), greedy and seeded sampling alike, whatever the draft length, the adaptive
+ * choices or the thread count.  Where the MTP weights come from: mtp_model if given, else the
+ * model file's own MTP block, else a sibling mtp-*.gguf in the model's folder; when there is
+ * none (or use_mtp is false) the generator decodes plainly and nextn_spec_notice() says why.
+ * See docs/mtp.md. */
 typedef struct nextn_spec nextn_spec;
 
 #define NEXTN_DRAFT_VOCAB_ALL (-1)

@@ -328,6 +328,9 @@ static void test_penalties(void **state) {
     nx_sampler_free(s);
 }
 
+/* The draw is a function of (seed, position, distribution): the position is the number of
+ * accepted tokens, whatever they were; drawing again without accepting, or after a rollback,
+ * gives the same token; another seed gives other tokens. */
 static void test_seeded_determinism(void **state) {
     (void)state;
     float l[32];
@@ -337,23 +340,38 @@ static void test_seeded_determinism(void **state) {
     nx_sampler *a = make(32, p), *b = make(32, p);
     p.seed = 1235;
     nx_sampler *c = make(32, p);
-    int32_t seq_a[200], differ = 0;
+    int32_t seq_a[200], differ = 0, repeats = 0;
     nx_err err;
     for (int i = 0; i < 200; i++) {
-        int32_t ta, tb, tc;
+        int32_t ta, ta2, tb, tc;
         assert_true(nx_sampler_sample(a, l, &ta, &err));
+        assert_true(nx_sampler_sample(a, l, &ta2, &err));
+        assert_int_equal(ta, ta2); /* nothing consumed */
         assert_true(nx_sampler_sample(b, l, &tb, &err));
         assert_true(nx_sampler_sample(c, l, &tc, &err));
         assert_int_equal(ta, tb);
         differ += ta != tc;
+        repeats += i > 0 && ta == seq_a[i - 1];
         seq_a[i] = ta;
+        assert_true(nx_sampler_accept(a, ta, &err));
+        assert_true(nx_sampler_accept(b, (tb + 1 + i) % 32, &err)); /* other history, same position */
+        assert_true(nx_sampler_accept(c, tc, &err));
     }
-    assert_true(differ > 50);
+    assert_true(differ > 100);
+    assert_true(repeats < 60); /* positions advance: not the same token every time */
+    nx_sampler_rollback(a, 50); /* back to position 150: the same draws again */
+    for (int i = 150; i < 200; i++) {
+        int32_t t;
+        assert_true(nx_sampler_sample(a, l, &t, &err));
+        assert_int_equal(t, seq_a[i]);
+        assert_true(nx_sampler_accept(a, t, &err));
+    }
     nx_sampler_reset(a); /* reset replays the same sequence */
     for (int i = 0; i < 200; i++) {
         int32_t t;
         assert_true(nx_sampler_sample(a, l, &t, &err));
         assert_int_equal(t, seq_a[i]);
+        assert_true(nx_sampler_accept(a, t, &err));
     }
     nx_sampler_free(a);
     nx_sampler_free(b);
@@ -396,6 +414,7 @@ static void test_chi_square_follows_processed_dist(void **state) {
     for (long i = 0; i < draws; i++) {
         int32_t t;
         assert_true(nx_sampler_sample(s, l, &t, &err));
+        assert_true(nx_sampler_accept(s, t, &err)); /* next position */
         counts[t]++;
     }
     int df;
@@ -411,6 +430,7 @@ static void test_chi_square_follows_processed_dist(void **state) {
     for (long i = 0; i < draws; i++) {
         int32_t t;
         assert_true(nx_sampler_sample(s, l, &t, &err));
+        assert_true(nx_sampler_accept(s, t, &err)); /* next position */
         counts[t]++;
     }
     chi = chi_square(counts, want, 10, draws, &df);
@@ -531,80 +551,122 @@ static void test_big_vocab_top_k(void **state) {
     free(l);
 }
 
-static void test_residual_exact(void **state) {
+static void set_dist(nx_dist *d, const double *p, int n) {
+    d->n = 0;
+    for (int i = 0; i < n; i++)
+        if (p[i] > 0) {
+            d->ids[d->n] = i;
+            d->probs[d->n++] = (float)p[i];
+        }
+}
+
+/* The draw does not depend on the order of the entries (ties by id, exact pruning): a
+ * distribution and its permutations give the same token at every position; an entry of
+ * probability 0 is never drawn. */
+static void test_draw_order_independent(void **state) {
     (void)state;
-    nx_sampler *s = make(5, plain(1.0f));
-    nx_dist p, q, r;
+    enum { V = 64, POS = 3000 };
     nx_err err;
-    assert_true(nx_dist_init(&p, 5, &err) && nx_dist_init(&q, 5, &err) && nx_dist_init(&r, 5, &err));
-    /* p = {0:.5, 1:.3, 2:.2}, q = {1:.6, 3:.4} -> max(0, p-q) = {0:.5, 2:.2} / .7 */
-    p.n = 3;
-    memcpy(p.ids, (int32_t[]){0, 1, 2}, 3 * sizeof(int32_t));
-    memcpy(p.probs, (float[]){0.5f, 0.3f, 0.2f}, 3 * sizeof(float));
-    q.n = 2;
-    memcpy(q.ids, (int32_t[]){1, 3}, 2 * sizeof(int32_t));
-    memcpy(q.probs, (float[]){0.6f, 0.4f}, 2 * sizeof(float));
-    assert_true(nx_dist_residual(s, &p, &q, &r, &err));
-    assert_int_equal(r.n, 2);
-    assert_float_equal(nx_dist_prob(&r, 0), 0.5 / 0.7, 1e-6);
-    assert_float_equal(nx_dist_prob(&r, 2), 0.2 / 0.7, 1e-6);
-    /* p == q: residual is p */
-    assert_true(nx_dist_residual(s, &p, &p, &r, &err));
-    assert_int_equal(r.n, 3);
-    assert_float_equal(nx_dist_prob(&r, 1), 0.3f, 1e-7);
-    /* aliasing refused */
-    assert_false(nx_dist_residual(s, &p, &q, &p, &err));
-    nx_dist_free(&p);
-    nx_dist_free(&q);
+    nx_dist d, r;
+    assert_true(nx_dist_init(&d, V, &err) && nx_dist_init(&r, V, &err));
+    tu_rng rng;
+    tu_rng_seed(&rng, 3);
+    double w[V], sum = 0;
+    for (int i = 0; i < V; i++) sum += w[i] = i == 17 ? 0.0 : exp(2.0 * tu_rng_normal(&rng));
+    for (int i = 0; i < V; i++) w[i] /= sum;
+    set_dist(&d, w, V);
+    d.ids[d.n] = 17; /* an explicit zero entry */
+    d.probs[d.n++] = 0.0f;
+    r.n = d.n;
+    for (int i = 0; i < d.n; i++) { /* reversed, then a few random swaps */
+        r.ids[i] = d.ids[d.n - 1 - i];
+        r.probs[i] = d.probs[d.n - 1 - i];
+    }
+    for (int k = 0; k < 50; k++) {
+        int i = (int)(tu_rng_u64(&rng) % (uint64_t)r.n), j = (int)(tu_rng_u64(&rng) % (uint64_t)r.n);
+        int32_t ti = r.ids[i];
+        float pi = r.probs[i];
+        r.ids[i] = r.ids[j];
+        r.probs[i] = r.probs[j];
+        r.ids[j] = ti;
+        r.probs[j] = pi;
+    }
+    nx_sampler_params p = plain(1.0f);
+    p.seed = 77;
+    nx_sampler *s = make(V, p);
+    int distinct = 0;
+    char seen[V] = {0};
+    for (int k = 0; k < POS; k++) {
+        int32_t a = nx_sampler_draw(s, &d), b = nx_sampler_draw(s, &r);
+        assert_int_equal(a, b);
+        assert_true(a != 17);
+        distinct += !seen[a];
+        seen[a] = 1;
+        assert_true(nx_sampler_accept(s, a, &err));
+    }
+    assert_true(distinct > 40);
+    nx_dist_free(&d);
     nx_dist_free(&r);
     nx_sampler_free(s);
 }
 
-/* Draft from q, accept/reject against p: the output must follow p (chi-square). */
-static void test_spec_accept_follows_p(void **state) {
+/* Two distributions drawn at the same position share their noise (the speculative driver's
+ * draft and target draws): each still follows its own distribution (chi-square), they agree
+ * with the probability of the exponential-race coupling, derived by hand:
+ *     P(x = y = i) = P(E_j > E_i max(p_j/p_i, q_j/q_i) for all j != i) = 1 / sum_j max(p_j/p_i, q_j/q_i)
+ * (E i.i.d. Exp(1)), here 0.4666 (independent noise would give sum p q = 0.1535, the best
+ * coupling sum min(p, q) = 0.5); and consecutive positions are independent (chi-square of
+ * the pairs). */
+static void test_shared_noise_coupling(void **state) {
     (void)state;
-    const int V = 6;
-    const float lp[6] = {1.0f, 0.5f, -0.5f, 2.0f, 0.0f, -INFINITY};
-    const float lq[6] = {0.0f, 1.5f, 0.5f, 1.0f, -INFINITY, 1.0f}; /* q has mass where p has none */
-    nx_sampler_params sp = plain(0.8f);
-    sp.seed = 5;
-    nx_sampler *s = make(V, sp);
-    sp.seed = 6;
-    nx_sampler *draft_s = make(V, sp);
-    nx_dist p, q, scratch;
+    enum { V = 6, POS = 200000 };
+    const double p[V] = {0.30, 0.25, 0.20, 0.15, 0.07, 0.03};
+    const double q[V] = {0.05, 0.10, 0.40, 0.05, 0.35, 0.05};
     nx_err err;
-    assert_true(nx_dist_init(&p, V, &err) && nx_dist_init(&q, V, &err) && nx_dist_init(&scratch, V, &err));
-    assert_true(nx_sampler_dist(s, lp, &p, &err));
-    assert_true(nx_sampler_dist(draft_s, lq, &q, &err));
-    const int keep[5] = {0, 1, 2, 3, 4};
-    double want[6];
-    ref_softmax(lp, keep, 5, 0.8, want, 6);
-    long counts[6] = {0}, n_acc = 0;
-    const long draws = 100000;
-    for (long i = 0; i < draws; i++) {
-        int32_t d = nx_sampler_draw(draft_s, &q), t;
-        bool acc;
-        assert_true(nx_sampler_spec_accept(s, &p, &q, d, &scratch, &t, &acc, &err));
-        counts[t]++;
-        n_acc += acc;
+    nx_dist P, Q;
+    assert_true(nx_dist_init(&P, V, &err) && nx_dist_init(&Q, V, &err));
+    set_dist(&P, p, V);
+    set_dist(&Q, q, V);
+    nx_sampler_params sp = plain(1.0f);
+    sp.seed = 2024;
+    sp.penalty_last_n = 0; /* only the position advances */
+    nx_sampler *s = make(V, sp);
+    long cx[V] = {0}, cy[V] = {0}, pairs[V * V] = {0}, same = 0;
+    int32_t prev = -1;
+    for (long k = 0; k < POS; k++) {
+        int32_t x = nx_sampler_draw(s, &P), y = nx_sampler_draw(s, &Q);
+        cx[x]++;
+        cy[y]++;
+        same += x == y;
+        if (prev >= 0 && k % 2 == 1) pairs[prev * V + x]++;
+        prev = x;
+        assert_true(nx_sampler_accept(s, x, &err));
     }
     int df;
-    double chi = chi_square(counts, want, 6, draws, &df);
-    if (chi > chi999[df]) fail_msg("speculative chi-square %.2f > %.2f (df %d)", chi, chi999[df], df);
-    /* acceptance rate = sum min(p, q) */
-    double dp[6], dq[6], overlap = 0.0;
-    dense_of(&p, dp, 6);
-    dense_of(&q, dq, 6);
-    for (int i = 0; i < 6; i++) overlap += fmin(dp[i], dq[i]);
-    assert_float_equal((double)n_acc / draws, overlap, 0.01);
-    /* a draft q cannot produce is a driver bug: clear error */
-    assert_false(nx_sampler_spec_accept(s, &p, &q, 4, &scratch, &(int32_t){0}, &(bool){0}, &err));
-    assert_non_null(strstr(err.msg, "draft token 4"));
-    nx_dist_free(&p);
-    nx_dist_free(&q);
-    nx_dist_free(&scratch);
+    double chi = chi_square(cx, p, V, POS, &df);
+    if (chi > chi999[df]) fail_msg("target draws: chi-square %.2f > %.2f (df %d)", chi, chi999[df], df);
+    chi = chi_square(cy, q, V, POS, &df);
+    if (chi > chi999[df]) fail_msg("draft draws: chi-square %.2f > %.2f (df %d)", chi, chi999[df], df);
+    double want = 0.0;
+    for (int i = 0; i < V; i++) {
+        double m = 0.0;
+        for (int j = 0; j < V; j++) m += fmax(p[j] / p[i], q[j] / q[i]);
+        want += 1.0 / m;
+    }
+    printf("shared noise: P(x = y) %.4f, exponential-race coupling %.4f\n", (double)same / POS, want);
+    assert_float_equal((double)same / POS, want, 0.005); /* sd 0.0011 */
+    double pp[V * V], chi_pairs = 0.0;
+    for (int i = 0; i < V; i++)
+        for (int j = 0; j < V; j++) pp[i * V + j] = p[i] * p[j];
+    for (int i = 0; i < V * V; i++) {
+        double e = pp[i] * (POS / 2);
+        chi_pairs += (pairs[i] - e) * (pairs[i] - e) / e;
+    }
+    printf("consecutive positions: chi-square %.2f (df 35, 0.1%% critical 66.62)\n", chi_pairs);
+    assert_true(chi_pairs < 66.62);
+    nx_dist_free(&P);
+    nx_dist_free(&Q);
     nx_sampler_free(s);
-    nx_sampler_free(draft_s);
 }
 
 int main(void) {
@@ -622,8 +684,8 @@ int main(void) {
         cmocka_unit_test(test_greedy_ties),
         cmocka_unit_test(test_degenerate_inputs),
         cmocka_unit_test(test_big_vocab_top_k),
-        cmocka_unit_test(test_residual_exact),
-        cmocka_unit_test(test_spec_accept_follows_p),
+        cmocka_unit_test(test_draw_order_independent),
+        cmocka_unit_test(test_shared_noise_coupling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

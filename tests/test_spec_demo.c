@@ -10,7 +10,12 @@
  *  - the MTP head really drafts: at N = 1 (deterministic: greedy, fixed length, one thread) at
  *    least 60 % of the drafts are accepted (the model card reports 79 % on 50 of these prompts).
  *    A head fed the wrong hidden row (pre-norm, or one position off) still decodes exactly but
- *    accepts far fewer drafts; this bound is what catches it. */
+ *    accepts far fewer drafts; this bound is what catches it;
+ *  - seeded sampling (T 0.7, top-k 40, top-p 0.95, prompt in the penalty history): speculative
+ *    output == plain sampled output on the 200 prompts at N = 3, fixed and adaptive (jittered
+ *    synthetic pass costs: timing must not matter), and at least 45 % of the drafts accepted
+ *    (about 60 % measured): a draft drawn with other noise than the target's draw at its
+ *    position (sample.h) would still decode exactly but accept far fewer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +41,19 @@ typedef struct fixture {
     int n_prompts;
     int32_t prompt[MAX_PROMPTS][MAX_PROMPT];
     int32_t n_prompt[MAX_PROMPTS];
-    int32_t plain[MAX_PROMPTS][GEN]; /* greedy continuation without speculation */
+    int32_t plain[MAX_PROMPTS][GEN];   /* greedy continuation without speculation */
+    int32_t sampled[MAX_PROMPTS][GEN]; /* sampled continuation (smp_of) without speculation */
 } fixture;
+
+/* Prompt pi's seeded sampler in the sampled runs. */
+static nx_sampler_params smp_of(int pi) {
+    nx_sampler_params p = nx_sampler_default_params();
+    p.temp = 0.7f;
+    p.min_p = 0.0f;
+    p.penalty_repeat = 1.1f;
+    p.seed = 500 + (uint64_t)pi;
+    return p;
+}
 
 static int read_prompts(fixture *f) {
     FILE *fp = fopen(tu_src_path("tests/fixtures/demo-model/prompts.txt"), "r");
@@ -67,6 +83,31 @@ static void plain_greedy(fixture *f, nx_ctx *c, int pi) {
         nx_batch b1 = {1, &t, &p, NULL, NULL};
         if (g + 1 < GEN && !nx_forward(c, &b1, &err)) fail_msg("%s", err.msg);
     }
+}
+
+static void plain_sampled(fixture *f, nx_ctx *c, int pi) {
+    nx_err err;
+    if (!nx_ctx_seq_clear(c, 0, &err)) fail_msg("%s", err.msg);
+    nx_sampler_params sp = smp_of(pi);
+    nx_sampler *smp;
+    if (!nx_sampler_create(&smp, (int32_t)f->model->hp.n_vocab, &sp, &err)) fail_msg("%s", err.msg);
+    int32_t n = f->n_prompt[pi], pos[MAX_PROMPT];
+    for (int i = 0; i < n; i++) {
+        pos[i] = i;
+        assert_true(nx_sampler_accept(smp, f->prompt[pi][i], &err));
+    }
+    nx_batch b = {n, f->prompt[pi], pos, NULL, NULL};
+    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
+    for (int g = 0; g < GEN; g++) {
+        int32_t t;
+        if (!nx_sampler_sample(smp, nx_ctx_logits(c, g == 0 ? n - 1 : 0), &t, &err) || !nx_sampler_accept(smp, t, &err))
+            fail_msg("%s", err.msg);
+        f->sampled[pi][g] = t;
+        int32_t p = n + g;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        if (g + 1 < GEN && !nx_forward(c, &b1, &err)) fail_msg("%s", err.msg);
+    }
+    nx_sampler_free(smp);
 }
 
 static nx_mtp_head *reduced_head(fixture *f, nx_err *err) {
@@ -103,7 +144,10 @@ static int setup(void **state) {
     p.n_ctx = NCTX;
     nx_ctx *c;
     if (!nx_ctx_create(&c, f->model, &p, f->pool, &err)) fail_msg("%s", err.msg);
-    for (int i = 0; i < f->n_prompts; i++) plain_greedy(f, c, i);
+    for (int i = 0; i < f->n_prompts; i++) {
+        plain_greedy(f, c, i);
+        plain_sampled(f, c, i);
+    }
     nx_ctx_free(c);
     *state = f;
     return 0;
@@ -123,9 +167,21 @@ typedef struct totals {
     int64_t drafted, accepted, steps, compared;
 } totals;
 
+/* Synthetic pass costs shaped like the demo model's (a draft pass 0.15 of a verify, +10 % per
+ * verify row) times a factor in [0.5, 1.5) from the generator in user: a loaded machine's clock. */
+static double jitter_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
+    uint64_t *x = user;
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = (double)(*x >> 11) * 0x1.0p-53;
+    const double c = kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * rows_per_seq : 0.15 + 0.02 * (rows - 1);
+    return c * (0.5 + u);
+}
+
 /* Decodes prompts [p0, p0 + n_seq) together with the speculative driver and compares every
- * sequence's GEN tokens with plain greedy decoding. */
-static void spec_group(fixture *f, const nx_mtp_head *head, int p0, int n_seq, int N, bool adaptive, totals *tot) {
+ * sequence's GEN tokens with plain decoding (greedy, or the seeded samplers of smp_of when
+ * sampled; then adaptive runs on jittered synthetic costs). */
+static void spec_group_as(fixture *f, const nx_mtp_head *head, int p0, int n_seq, int N, bool adaptive, bool sampled,
+                          totals *tot) {
     nx_err err;
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = NCTX;
@@ -139,14 +195,25 @@ static void spec_group(fixture *f, const nx_mtp_head *head, int p0, int n_seq, i
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = N;
     sp.adaptive = adaptive;
+    sp.penalize_prompt = true;
     if (!nx_spec_create(&s, c, m, &sp, &err)) fail_msg("%s", err.msg);
+    uint64_t jit = 0x5eed + (uint64_t)p0;
+    if (adaptive && sampled) nx_spec_set_cost_fn(s, jitter_cost, &jit);
+    int32_t(*ref)[GEN] = sampled ? f->sampled : f->plain;
     const int32_t *prompts[NSEQ];
     int32_t np[NSEQ], first[NSEQ], got[NSEQ][GEN], n_got[NSEQ] = {0};
     for (int i = 0; i < n_seq; i++) {
         prompts[i] = f->prompt[p0 + i];
         np[i] = f->n_prompt[p0 + i];
     }
-    if (!nx_spec_prefill(s, n_seq, prompts, np, first, &err)) fail_msg("%s", err.msg);
+    if (sampled) {
+        for (int i = 0; i < n_seq; i++) {
+            nx_sampler_params smp = smp_of(p0 + i);
+            if (!nx_spec_prefill_seq(s, i, prompts[i], np[i], &smp, &first[i], &err)) fail_msg("%s", err.msg);
+        }
+    } else if (!nx_spec_prefill(s, n_seq, prompts, np, first, &err)) {
+        fail_msg("%s", err.msg);
+    }
     for (int i = 0; i < n_seq; i++) got[i][n_got[i]++] = first[i];
     int32_t out[NSEQ * (MAX_N + 1)], n_out[NSEQ], max_out[NSEQ];
     for (;;) {
@@ -167,10 +234,10 @@ static void spec_group(fixture *f, const nx_mtp_head *head, int p0, int n_seq, i
     }
     for (int i = 0; i < n_seq; i++)
         for (int j = 0; j < GEN; j++) {
-            if (got[i][j] != f->plain[p0 + i][j])
-                fail_msg("prompt %d (N=%d, %d seqs%s%s): token %d is %d, plain greedy gives %d", p0 + i, N, n_seq,
-                         adaptive ? ", adaptive" : "", head == f->reduced ? ", draft vocab" : "", j, got[i][j],
-                         f->plain[p0 + i][j]);
+            if (got[i][j] != ref[p0 + i][j])
+                fail_msg("prompt %d (N=%d, %d seqs%s%s, %s): token %d is %d, plain decoding gives %d", p0 + i, N,
+                         n_seq, adaptive ? ", adaptive" : "", head == f->reduced ? ", draft vocab" : "",
+                         sampled ? "sampled" : "greedy", j, got[i][j], ref[p0 + i][j]);
             tot->compared++;
         }
     const nx_spec_stats *st = nx_spec_get_stats(s);
@@ -180,6 +247,10 @@ static void spec_group(fixture *f, const nx_mtp_head *head, int p0, int n_seq, i
     nx_spec_free(s);
     nx_mtp_free(m);
     nx_ctx_free(c);
+}
+
+static void spec_group(fixture *f, const nx_mtp_head *head, int p0, int n_seq, int N, bool adaptive, totals *tot) {
+    spec_group_as(f, head, p0, n_seq, N, adaptive, false, tot);
 }
 
 static void report(const char *what, int N, const totals *t) {
@@ -222,10 +293,26 @@ static void test_trained_adaptive_and_draft_vocab(void **state) {
     assert_true(adaptive.compared > 0 && reduced.compared > 0);
 }
 
+/* Seeded sampling: exact plain output (fixed and adaptive on jittered costs), and the drafts
+ * share the target draw's noise (acceptance bound; see the header). */
+static void test_trained_sampled_spec_equals_plain(void **state) {
+    fixture *f = *state;
+    totals fixed = {0}, adaptive = {0};
+    for (int p0 = 0; p0 + NSEQ <= f->n_prompts; p0 += NSEQ)
+        spec_group_as(f, f->head, p0, NSEQ, 3, false, true, &fixed);
+    for (int p0 = 0; p0 + NSEQ <= f->n_prompts; p0 += 2 * NSEQ)
+        spec_group_as(f, f->head, p0, NSEQ, 4, true, true, &adaptive);
+    report("8 sequences, sampled", 3, &fixed);
+    report("8 sequences, sampled, adaptive", 4, &adaptive);
+    assert_true(fixed.accepted * 100 >= fixed.drafted * 45);
+    assert_true(adaptive.accepted > 0 && adaptive.compared > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trained_greedy_spec_equals_plain),
         cmocka_unit_test(test_trained_adaptive_and_draft_vocab),
+        cmocka_unit_test(test_trained_sampled_spec_equals_plain),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,13 +25,11 @@ typedef struct nx_cand {
 struct nx_sampler {
     nx_sampler_params params;
     int32_t n_vocab;
-    uint64_t rng[4];        /* xoshiro256** state */
     float *work;            /* [n_vocab] biased / penalised copy of the logits (only when needed) */
     const float *row;       /* the row the chain reads: the caller's logits, or `work` */
     nx_logit_bias *bias;    /* [n_bias] merged logit bias, increasing token ids */
     int32_t n_bias, n_ban;  /* entries; entries at -inf */
     nx_cand *cand;          /* [n_vocab] current candidate set */
-    float *dense;           /* [n_vocab] zeroed scratch for nx_dist_residual; zero between calls */
     int32_t *hist;          /* accepted tokens, oldest first */
     int32_t n_hist, cap_hist;
     int32_t *win;           /* [penalty window] scratch for counting */
@@ -98,38 +96,6 @@ static bool penalties_active(const nx_sampler_params *p) {
            (p->penalty_repeat != 1.0f || p->penalty_freq != 0.0f || p->penalty_present != 0.0f);
 }
 
-/* ---- RNG: xoshiro256**, seeded with splitmix64 ------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(uint64_t s[4]) {
-    uint64_t result = rotl64(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
-
-static void rng_seed(uint64_t s[4], uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
-}
-
-double nx_sampler_uniform(nx_sampler *s) {
-    return (double)(rng_next(s->rng) >> 11) * 0x1.0p-53; /* 53 random bits: [0, 1) */
-}
-
 /* ---- dist -------------------------------------------------------------------------------- */
 
 bool nx_dist_init(nx_dist *d, int32_t n_vocab, nx_err *err) {
@@ -164,7 +130,6 @@ void nx_sampler_free(nx_sampler *s) {
     if (!s) return;
     free(s->work);
     free(s->cand);
-    free(s->dense);
     free(s->hist);
     free(s->win);
     free(s->bias);
@@ -210,21 +175,16 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
     }
     s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
     s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
-    s->dense = s->cand ? nx_calloc((size_t)n_vocab, sizeof *s->dense, "sampler residual scratch", err) : NULL;
-    if (!s->dense || !nx_dist_init(&s->own, n_vocab, err)) {
+    if (!s->cand || !nx_dist_init(&s->own, n_vocab, err)) {
         nx_sampler_free(s);
         return false;
     }
-    rng_seed(s->rng, p->seed);
     *out = s;
     return true;
 }
 
 
-void nx_sampler_reset(nx_sampler *s) {
-    s->n_hist = 0;
-    rng_seed(s->rng, s->params.seed);
-}
+void nx_sampler_reset(nx_sampler *s) { s->n_hist = 0; }
 
 /* ---- penalty history -------------------------------------------------------------------- */
 
@@ -583,81 +543,57 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
     return true;
 }
 
+/* ---- the draw: an exponential race on counter-based noise ---------------------------------- */
+
+/* The splitmix64 output function: a bijective 64-bit mixer. */
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The key of position k (tokens accepted since the last reset) under seed: every token's noise at
+ * that position derives from it, and from nothing else. */
+static inline uint64_t position_key(uint64_t seed, int32_t k) {
+    return mix64(mix64(seed ^ 0x6a09e667f3bcc909ULL) + (uint64_t)(uint32_t)k * 0x9e3779b97f4a7c15ULL);
+}
+
+/* u(key, id) in (0, 1): 53 bits, centred in its cell, so never 0 or 1 (log finite). */
+static inline double token_uniform(uint64_t key, int32_t id) {
+    uint64_t h = mix64(key + ((uint64_t)(uint32_t)id + 1) * 0xd1b54a32d192ed03ULL);
+    return ((double)(h >> 11) + 0.5) * 0x1.0p-53;
+}
+
 int32_t nx_sampler_draw(nx_sampler *s, const nx_dist *d) {
     if (d->n <= 0) return -1;
     if (d->n == 1) return d->ids[0];
-    double total = 0.0;
-    for (int32_t i = 0; i < d->n; i++) total += d->probs[i];
-    double target = nx_sampler_uniform(s) * total, cum = 0.0;
-    int32_t last_positive = 0;
+    /* token = argmin_i E_i / p_i with E_i = -log u_i ~ Exp(1) i.i.d. (the exponential race, the
+     * same as Gumbel-max argmax_i log p_i - log E_i): P(token = i) = p_i / sum p.  Ties (measure
+     * zero) go to the lower id, so the result does not depend on the order of the entries.
+     * Pruning: -log u >= 1 - u, so an entry with (1 - u) / p > best cannot win; the 0.999 margin
+     * covers the rounding of log, so a pruned entry is always strictly worse and the result is
+     * the unpruned argmin. */
+    const uint64_t key = position_key(s->params.seed, s->n_hist);
+    double best = INFINITY;
+    int32_t best_id = -1;
     for (int32_t i = 0; i < d->n; i++) {
-        if (d->probs[i] <= 0.0f) continue;
-        cum += d->probs[i];
-        last_positive = i;
-        if (cum > target) return d->ids[i];
+        const double p = d->probs[i];
+        if (!(p > 0.0)) continue;
+        const int32_t id = d->ids[i];
+        const double u = token_uniform(key, id);
+        if ((1.0 - u) * 0.999 > best * p) continue;
+        const double r = -log(u) / p;
+        if (r < best || (r == best && id < best_id)) {
+            best = r;
+            best_id = id;
+        }
     }
-    return d->ids[last_positive]; /* rounding left target just above the running sum */
+    return best_id >= 0 ? best_id : d->ids[0]; /* every prob underflowed to 0 */
 }
 
 bool nx_sampler_sample(nx_sampler *s, const float *logits, int32_t *token, nx_err *err) {
     if (!nx_sampler_dist(s, logits, &s->own, err)) return false;
     *token = nx_sampler_draw(s, &s->own);
-    return true;
-}
-
-/* ---- speculative sampling ------------------------------------------------------------------ */
-
-bool nx_dist_residual(nx_sampler *s, const nx_dist *p, const nx_dist *q, nx_dist *out, nx_err *err) {
-    if (out == p || out == q) return nx_fail(err, "sampler: residual output must not alias p or q");
-    if (out->cap < p->n) return nx_fail(err, "sampler: residual capacity %d is below %d entries", out->cap, p->n);
-    for (int32_t i = 0; i < q->n; i++) {
-        if (q->ids[i] < 0 || q->ids[i] >= s->n_vocab)
-            return nx_fail(err, "sampler: draft distribution has token id %d outside [0, %d)", q->ids[i], s->n_vocab);
-        s->dense[q->ids[i]] += q->probs[i];
-    }
-    double total = 0.0;
-    int32_t n = 0;
-    for (int32_t i = 0; i < p->n; i++) {
-        int32_t id = p->ids[i];
-        if (id < 0 || id >= s->n_vocab) {
-            for (int32_t j = 0; j < q->n; j++) s->dense[q->ids[j]] = 0.0f;
-            return nx_fail(err, "sampler: target distribution has token id %d outside [0, %d)", id, s->n_vocab);
-        }
-        float r = p->probs[i] - s->dense[id];
-        if (r > 0.0f) {
-            out->ids[n] = id;
-            out->probs[n++] = r;
-            total += r;
-        }
-    }
-    for (int32_t j = 0; j < q->n; j++) s->dense[q->ids[j]] = 0.0f; /* keep the scratch zero */
-    if (total <= 0.0) { /* p == q (up to rounding): the residual is undefined, p is the answer */
-        memcpy(out->ids, p->ids, (size_t)p->n * sizeof *out->ids);
-        memcpy(out->probs, p->probs, (size_t)p->n * sizeof *out->probs);
-        out->n = p->n;
-        return true;
-    }
-    for (int32_t i = 0; i < n; i++) out->probs[i] = (float)(out->probs[i] / total);
-    out->n = n;
-    return true;
-}
-
-bool nx_sampler_spec_accept(nx_sampler *s, const nx_dist *p, const nx_dist *q, int32_t draft,
-                            nx_dist *scratch, int32_t *token, bool *accepted, nx_err *err) {
-    float qd = nx_dist_prob(q, draft);
-    if (!(qd > 0.0f))
-        return nx_fail(err, "sampler: draft token %d has probability 0 under the draft distribution "
-                            "(it cannot have been sampled from it)", draft);
-    float pd = nx_dist_prob(p, draft);
-    /* accept with probability min(1, p/q): u in [0, 1) so pd >= qd always accepts */
-    if (pd >= qd || nx_sampler_uniform(s) < (double)pd / (double)qd) {
-        *token = draft;
-        *accepted = true;
-        return true;
-    }
-    if (!nx_dist_residual(s, p, q, scratch, err)) return false;
-    *token = nx_sampler_draw(s, scratch);
-    *accepted = false;
     return true;
 }
 

@@ -1,5 +1,5 @@
 /* sample.h - turning a row of logits into a token: penalties, top-k, top-p, min-p, temperature,
- * and a seeded draw; plus the pieces exact speculative sampling needs.
+ * and a seeded draw whose randomness is a function of (seed, position) only.
  *
  * Order of operations (llama.cpp's default chain in common/sampling.cpp):
  *     logit bias -> penalties -> top-k -> top-p -> min-p -> temperature -> draw
@@ -22,14 +22,21 @@
  *   candidates (they have probability 0).  Ties in logit are always ordered by lower id first,
  *   so results do not depend on the selection algorithm.
  *
- * The processed distribution (nx_dist) is what `sample` draws from, exposed so that the
- * speculative driver can compare a target distribution p with a draft distribution q:
- * accept a draft token d with probability min(1, p(d)/q(d)), otherwise draw from the
- * normalised residual max(0, p - q) (nx_sampler_spec_accept does exactly that).
+ * The draw (nx_sampler_draw) is an exponential race on counter-based noise: at position k (the
+ * number of tokens accepted since creation or reset) every token id i has a uniform u(seed, k, i)
+ * in (0, 1), computed by hashing the three (no RNG state), and the token is
+ * argmin_i -log(u_i) / p_i - distributed exactly as p (it is Gumbel-max: argmax log p_i + g_i
+ * with g_i = -log(-log u_i) standard Gumbel).  So the token drawn at a position is a function
+ * of (seed, position, distribution) alone: drawing twice without accepting gives the same
+ * token, and two distributions drawn at the same position share their noise.  The speculative
+ * driver relies on that: a draft is the draw from the draft distribution q at its position, and
+ * it is accepted iff the target's draw from p at that position is the same token, so the
+ * emitted tokens are exactly plain decoding's, whatever the draft length (docs/mtp.md
+ * "Sampling").
  *
- * State: a sampler owns its RNG (xoshiro256**, seeded through splitmix64) and the penalty
- * history; there is no global state, so samplers of different sequences are independent.
- * A sampler is not thread-safe; use one per sequence (or per thread).
+ * State: a sampler owns its seed and the penalty history; there is no global state, so samplers
+ * of different sequences are independent.  A sampler is not thread-safe; use one per sequence
+ * (or per thread).
  */
 #ifndef NX_SAMPLE_H
 #define NX_SAMPLE_H
@@ -96,12 +103,13 @@ void nx_sampler_free(nx_sampler *s);
  * leave only banned tokens). */
 bool nx_sampler_all_banned(const nx_sampler *s, const float *logits);
 
-/* Forgets the penalty history and re-seeds the RNG with params.seed. */
+/* Forgets the penalty history: back to position 0 (the draws replay from the start). */
 void nx_sampler_reset(nx_sampler *s);
 
-/* Penalty history.  `accept` records a token (prompt tokens too, if the caller wants them
- * penalised, as llama-cli does); `rollback` forgets the last n accepted tokens, restoring the
- * window exactly as it was (for speculative decoding).  Accept fails only on a bad id or OOM. */
+/* Penalty history and position.  `accept` records a token (prompt tokens too, if the caller wants
+ * them penalised, as llama-cli does) and advances the position the next draw uses; `rollback`
+ * forgets the last n accepted tokens, restoring the window and the position exactly as they were
+ * (for speculative decoding).  Accept fails only on a bad id or OOM. */
 bool    nx_sampler_accept(nx_sampler *s, int32_t token, nx_err *err);
 void    nx_sampler_rollback(nx_sampler *s, int32_t n);
 int32_t nx_sampler_n_accepted(const nx_sampler *s);
@@ -111,11 +119,12 @@ int32_t nx_sampler_n_accepted(const nx_sampler *s);
  * is -inf, or when the logit bias bans every token left or makes a logit +inf. */
 bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err);
 
-/* Draws a token from a distribution with the sampler's RNG (inverse CDF over the entries
- * in order; never returns an entry of probability 0). */
+/* Draws a token from a distribution at the sampler's position (the exponential race above):
+ * a function of (seed, position, the set of (id, prob) entries), not of their order; never an
+ * entry of probability 0 unless all are.  Consumes nothing: call accept to move on. */
 int32_t nx_sampler_draw(nx_sampler *s, const nx_dist *d);
 
-/* dist + draw.  Greedy (temp <= 0) does not consume randomness. */
+/* dist + draw. */
 bool nx_sampler_sample(nx_sampler *s, const float *logits, int32_t *token, nx_err *err);
 
 /* Plain argmax with ties to the lowest id; -1 if every logit is -inf or the row has a NaN. */
@@ -131,20 +140,5 @@ int32_t nx_argmax(const float *logits, int32_t n);
 #define NX_SAMPLER_MAX_TOP_LOGPROBS 20
 bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int32_t n_top, float *lp,
                          int32_t *top_ids, float *top_lp, int32_t *n_top_out, nx_err *err);
-
-/* A uniform double in [0, 1) from the sampler's RNG. */
-double nx_sampler_uniform(nx_sampler *s);
-
-/* out = normalised max(0, p - q).  If p - q has no positive mass (p == q), out = p.
- * out must have capacity n_vocab and must not alias p or q. */
-bool nx_dist_residual(nx_sampler *s, const nx_dist *p, const nx_dist *q, nx_dist *out, nx_err *err);
-
-/* One step of exact speculative sampling: given the target distribution p, the draft
- * distribution q, and a draft token sampled from q, accept it with probability
- * min(1, p(draft)/q(draft)); else draw *token from the residual max(0, p - q).
- * *accepted says which happened (when accepted, *token = draft).  `scratch` is a dist of
- * capacity n_vocab used for the residual.  The output follows p exactly. */
-bool nx_sampler_spec_accept(nx_sampler *s, const nx_dist *p, const nx_dist *q, int32_t draft,
-                            nx_dist *scratch, int32_t *token, bool *accepted, nx_err *err);
 
 #endif

@@ -29,7 +29,6 @@ typedef struct seq_state {
     float *mir_h;             /* [mir_cap][E] */
     nx_sampler *smp;
     bool greedy;              /* this sequence's sampler has temperature 0 */
-    nx_dist *q;               /* [draft_max] draft distributions (T > 0) */
     int32_t draft[NX_SPEC_MAX_DRAFT];
     int32_t n_draft;
     int32_t cap;              /* draft length allowed this step */
@@ -55,7 +54,8 @@ struct nx_spec {
     nx_spec_params p;
     int32_t n_seq, E, V, n_ctx, mir_cap;
     seq_state *seq;
-    nx_dist pd, scratch;
+    nx_dist pd;               /* target distribution of the row being accepted */
+    nx_dist qd;               /* draft distribution of the draft being chosen (T > 0) */
     float *dfull;             /* [V] draft logits scattered to token ids when the MTP head has a
                                * reduced vocabulary; the other ids stay -inf for good */
     /* batch scratch */
@@ -90,15 +90,12 @@ nx_spec_params nx_spec_default_params(void) {
     return p;
 }
 
-static void free_seq(seq_state *q, int32_t draft_max) {
+static void free_seq(seq_state *q) {
     nx_free_aligned(q->pending_h);
     nx_free_aligned(q->chain_h);
     nx_free_aligned(q->mir_h);
     free(q->mir_tok);
     nx_sampler_free(q->smp);
-    if (q->q)
-        for (int i = 0; i < draft_max; i++) nx_dist_free(&q->q[i]);
-    free(q->q);
     free(q->oracle);
     free(q->lp);
 }
@@ -106,10 +103,10 @@ static void free_seq(seq_state *q, int32_t draft_max) {
 void nx_spec_free(nx_spec *s) {
     if (!s) return;
     if (s->seq)
-        for (int i = 0; i < s->n_seq; i++) free_seq(&s->seq[i], s->p.draft_max);
+        for (int i = 0; i < s->n_seq; i++) free_seq(&s->seq[i]);
     free(s->seq);
     nx_dist_free(&s->pd);
-    nx_dist_free(&s->scratch);
+    nx_dist_free(&s->qd);
     nx_free_aligned(s->dfull);
     free(s->b_tok);
     free(s->b_pos);
@@ -154,7 +151,7 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     s->probe = PROBE_MIN;
     const size_t E = (size_t)s->E;
     s->seq = nx_calloc((size_t)s->n_seq, sizeof *s->seq, "speculative driver", err);
-    if (!s->seq || !nx_dist_init(&s->pd, s->V, err) || !nx_dist_init(&s->scratch, s->V, err)) goto fail;
+    if (!s->seq || !nx_dist_init(&s->pd, s->V, err) || !nx_dist_init(&s->qd, s->V, err)) goto fail;
     for (int i = 0; i < s->n_seq; i++) {
         seq_state *q = &s->seq[i];
         nx_sampler_params sp = p->sampling;
@@ -166,12 +163,6 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
         if (!q->mir_tok || !nx_sampler_create(&q->smp, s->V, &sp, err)) goto fail;
         q->greedy = sp.temp <= 0.0f;
         memset(q->pending_h, 0, E * sizeof(float));
-        if (s->p.draft_max > 0) {
-            q->q = nx_calloc((size_t)s->p.draft_max, sizeof *q->q, "draft distributions", err);
-            if (!q->q) goto fail;
-            for (int j = 0; j < s->p.draft_max; j++)
-                if (!nx_dist_init(&q->q[j], s->V, err)) goto fail;
-        }
     }
     s->cap_rows = NX_MAX(PREFILL_CHUNK, s->n_seq * (s->mir_cap + 1));
     s->b_tok = nx_malloc((size_t)s->cap_rows * sizeof(int32_t), "batch", err);
@@ -227,7 +218,6 @@ bool nx_spec_check(const nx_spec *s, nx_err *err) {
 bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err) {
     if (seq < 0 || seq >= s->n_seq) return nx_fail(err, "oracle: sequence %d out of range", seq);
     seq_state *q = &s->seq[seq];
-    if (!q->greedy) return nx_fail(err, "oracle mode needs greedy sampling (temperature 0)");
     free(q->oracle);
     q->oracle = nx_malloc((size_t)NX_MAX(n, 1) * sizeof *q->oracle, "oracle tokens", err);
     if (!q->oracle) return false;
@@ -387,7 +377,6 @@ static bool start_seq(nx_spec *s, int32_t seq, int32_t n_prompt, const nx_sample
     if (!check_prompt(s, seq, n_prompt, err)) return false;
     seq_state *q = &s->seq[seq];
     if (sampling) {
-        if (sampling->temp > 0.0f && q->oracle) return nx_fail(err, "oracle mode needs greedy sampling (temperature 0)");
         nx_sampler *smp;
         if (!nx_sampler_create(&smp, s->V, sampling, err)) return false;
         nx_sampler_free(q->smp);
@@ -665,10 +654,12 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
             top = exp((double)logits[d] - mx) / sum;
         }
     } else {
-        if (!nx_sampler_dist(q->smp, logits, &q->q[j], err)) return false;
-        d = nx_sampler_draw(q->smp, &q->q[j]);
+        /* the draw for this position uses the noise the target's draw will use (sample.h), so
+         * the draft is accepted exactly when the target draws the same token */
+        if (!nx_sampler_dist(q->smp, logits, &s->qd, err)) return false;
+        d = nx_sampler_draw(q->smp, &s->qd);
         top = 0.0;
-        for (int32_t i = 0; i < q->q[j].n; i++) top = fmax(top, q->q[j].probs[i]);
+        for (int32_t i = 0; i < s->qd.n; i++) top = fmax(top, s->qd.probs[i]);
     }
     if (top < s->p.draft_p_min) {
         *stop = true;
@@ -681,8 +672,8 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
 
 /* The MTP logits of a row over the whole vocabulary.  With a reduced draft vocabulary the K
  * logits are scattered to their token ids; every other id keeps -inf, i.e. probability 0 under
- * the sampler (sample.h), so q is the MTP softmax over the K tokens and 0 elsewhere, and the
- * accept / residual rule stays exact (it holds for any q).  O(K). */
+ * the sampler (sample.h), so q is the MTP softmax over the K tokens and 0 elsewhere (a token
+ * outside them is never drafted; the target's draw is unaffected).  O(K). */
 static const float *draft_logits(nx_spec *s, int32_t row) {
     const float *lg = nx_mtp_logits(s->mtp, row);
     const int32_t *ids = nx_mtp_logit_ids(s->mtp);
@@ -811,25 +802,21 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
     int32_t k = 0, tok = -1;
     bool rejected = false;
     q->lp_n = 0;
-    for (; k < q->n_draft; k++) {
+    /* Row k draws the token of its position exactly as plain decoding does (target distribution
+     * p, the noise of that position); the draft is accepted iff it is that token.  Greedy and
+     * sampled alike, so the emitted tokens are plain decoding's whatever the draft length. */
+    for (;; k++) {
         const float *lg = nx_ctx_logits(s->tgt, q->row + k);
-        bool acc;
-        if (q->greedy) {
-            if (!nx_sampler_sample(q->smp, lg, &tok, err)) return false;
-            acc = tok == q->draft[k];
-        } else {
-            if (!nx_sampler_dist(q->smp, lg, &s->pd, err) ||
-                !nx_sampler_spec_accept(q->smp, &s->pd, &q->q[k], q->draft[k], &s->scratch, &tok, &acc, err))
-                return false;
-        }
-        if (!acc) {
+        if (!nx_sampler_dist(q->smp, lg, &s->pd, err)) return false;
+        tok = nx_sampler_draw(q->smp, &s->pd);
+        if (k == q->n_draft) break; /* the bonus token after the last draft */
+        if (tok != q->draft[k]) {
             rejected = true;
             break;
         }
-        if (!record_lp(q, lg, q->draft[k], err) || !nx_sampler_accept(q->smp, q->draft[k], err)) return false;
-        out[k] = q->draft[k];
+        if (!record_lp(q, lg, tok, err) || !nx_sampler_accept(q->smp, tok, err)) return false;
+        out[k] = tok;
     }
-    if (!rejected && !nx_sampler_sample(q->smp, nx_ctx_logits(s->tgt, q->row + q->n_draft), &tok, err)) return false;
     if (!record_lp(q, nx_ctx_logits(s->tgt, q->row + k), tok, err) || !nx_sampler_accept(q->smp, tok, err)) return false;
     out[k] = tok;
     *n_out = k + 1;

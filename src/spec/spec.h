@@ -16,14 +16,18 @@
  * A step (nx_spec_step):
  *   1. draft length N from the cost model (or draft_max), capped by max_out - 1 and n_ctx;
  *   2. draft: MTP pass 0 = the backlog rows + (id_last, n_past, pending_h) -> q_1, d_1; pass j =
- *      (d_j, n_past + j, hout of pass j-1) -> q_{j+1}, d_{j+1}; stop early when the draft's top
+ *      (d_j, n_past + j, hout of pass j-1) -> q_{j+1}, d_{j+1} (d = the sampler's draw from q at
+ *      the draft's position: argmax when greedy); stop early when the draft's top
  *      probability < draft_p_min; drop drafts shorter than draft_min; all drafting sequences
  *      share each pass (one row each).  Afterwards the MTP cache is cut back to n_past + 1: the
  *      row (id_last, pending_h) at n_past is a true mirror row and stays;
  *   3. verify [id_last, d_1..d_N] of every sequence in ONE target batch (logits + hidden rows);
- *   4. accept: greedy = target argmax equals the draft; T > 0 = exact speculative sampling
- *      (accept d_i with min(1, p/q), else draw from norm(max(0, p - q)); bonus from p when all
- *      are accepted);  k accepted drafts + 1 new token are emitted;
+ *   4. accept: row i draws the token of its position from the target distribution p exactly as
+ *      plain decoding does (argmax when greedy; at T > 0 the draw's noise is a function of the
+ *      seed and the position, sample.h, the same noise the draft was drawn with); d_{i+1} is
+ *      accepted iff it is that token; the first mismatch emits the target's token, full
+ *      acceptance the bonus row's;  k accepted drafts + 1 new token are emitted.  So the output
+ *      is plain decoding's, greedy and sampled, whatever N, timing or threads;
  *   5. roll back the target N - k positions (O(1) snapshot slot, forward.h), append the mirror
  *      rows (d_i, h_{i-1}) i = 1..k to the backlog, pending_h = h_k, id_last = new token.
  * The backlog is written by the next drafting pass.  While not drafting (plain steps) it keeps
@@ -43,8 +47,8 @@
  * wins, a one-draft probe runs every `probe` plain steps (probe doubles up to 128 after a
  * rejected probe and resets to 16 after an accepted one) so a change in acceptance is noticed.
  *
- * Oracle mode (benchmarks only, greedy only): the caller supplies the target's own greedy
- * continuation (from a plain run of the same prompt); the MTP passes still run and are timed,
+ * Oracle mode (benchmarks only): the caller supplies the target's own continuation (from a
+ * plain run of the same prompt and sampler); the MTP passes still run and are timed,
  * but their tokens are replaced by the known continuation, so acceptance is 100% and the
  * measured speed is the ceiling of the real draft/verify costs.
  */

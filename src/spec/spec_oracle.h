@@ -12,7 +12,8 @@
 #include "spec/spec.h"
 
 /* Oracle mode for seq: tokens[i] is the token at position i (prompt and continuation).  The
- * copy is owned by the driver.  Requires greedy sampling. */
+ * copy is owned by the driver.  Any sampler: with plain decoding's continuation under the same
+ * sampler (seed included) every draft is accepted, greedy or sampled. */
 bool nx_spec_set_oracle(nx_spec *s, int32_t seq, const int32_t *tokens, int32_t n, nx_err *err);
 
 #endif
