@@ -5,7 +5,10 @@
 #    fixture tests/fixtures/demo-model/greedy.txt), at 1 and at 2 threads;
 #  * nextn's C tokenizer gives the ids of the Python BPE encoder (tools/train/bpe.py) on held-out text;
 #  * MTP speculative decoding (nextn spec-bench, greedy) produces exactly the plain greedy tokens on
-#    200 prompts cut from held-out text (spec-bench exits non-zero on any difference).
+#    200 prompts cut from held-out text (spec-bench exits non-zero on any difference);
+#  * a seeded sampled request (nextn run --temp 1 --seed 5) gives the same text plain and with
+#    --spec mtp, whatever the draft length, the adaptive cost model (it reads clocks) and the
+#    thread count; several runs of the same command agree.
 set -u
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
@@ -51,4 +54,18 @@ while read -r prompt; do
     fi
 done <"$fix/prompts.txt"
 check "greedy spec == greedy plain on all $n held-out prompts ($bad failed)" '[ "$n" -ge 200 ] && [ "$bad" -eq 0 ]'
+
+# ---- seeded sampling: the text is a function of (model, prompt, parameters, seed)
+want=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 5 --ignore-eos --no-display-prompt -t 1 2>/dev/null)
+check "seeded sampling gives text" '[ ${#want} -gt 40 ]'
+diff=0; runs=0
+for args in "-t 1" "-t 2" "-t 1 --spec mtp" "-t 1 --spec mtp" "-t 2 --spec mtp" "-t 2 --spec mtp" "-t 1 --spec mtp --draft-max 1" \
+            "-t 2 --spec mtp --draft-max 5" "-t 1 --spec mtp --draft-max 4 --no-adaptive" "-t 1 --spec mtp --draft-vocab 0"; do
+    runs=$((runs + 1))
+    got=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 5 --ignore-eos --no-display-prompt $args 2>"$tmp/err")
+    [ "$got" = "$want" ] || { diff=$((diff + 1)); echo "  differs with $args: $got"; }
+done
+check "seeded sampled text is the same plain and speculative, any draft length, threads ($diff of $runs differ)" '[ "$diff" -eq 0 ]'
+other=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 6 --ignore-eos --no-display-prompt -t 1 --spec mtp 2>/dev/null)
+check "another seed gives another text" '[ -n "$other" ] && [ "$other" != "$want" ]'
 exit $fail

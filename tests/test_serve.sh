@@ -30,9 +30,9 @@ prompts=("In the beginning God created" "And the LORD said unto Moses" "def main
   text=$(run -p "${prompts[0]}" -n 20 --temp 1 --seed 5 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}  # run ends its output with a newline
   node -e 'process.stdout.write(JSON.stringify({n:20,text:process.argv[1]}))' "$text" | sed 's/^/"sampled": /'
   echo ','
-  # the same request decoded speculatively alone (fixed draft length: the random draws of a
-  # sampled speculative run depend on the draft length, not on the other sequences)
-  text=$(run -p "${prompts[0]}" -n 20 --temp 1 --seed 5 --ignore-eos --spec mtp --draft-max 3 --no-adaptive \
+  # the same request decoded speculatively alone (the adaptive draft length reads clocks; a
+  # seeded draw depends on the position only, so the text is the plain one: checked below)
+  text=$(run -p "${prompts[0]}" -n 20 --temp 1 --seed 5 --ignore-eos --spec mtp --draft-max 3 \
          --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"; printf x)
   text=${text%x}; text=${text%$'\n'}
   node -e 'process.stdout.write(JSON.stringify({n:20,text:process.argv[1]}))' "$text" | sed 's/^/"spec_sampled": /'
@@ -43,6 +43,8 @@ prompts=("In the beginning God created" "And the LORD said unto Moses" "def main
 } >"$tmp/expect.json"
 check "expectations made with nextn run" 'node -e "JSON.parse(require(\"fs\").readFileSync(\"$tmp/expect.json\"))" &&
        [ "$(node -e "const w=JSON.parse(require(\"fs\").readFileSync(\"$tmp/expect.json\"));console.log(w.prompts.every(p=>p.text.length>0&&p.n_prompt>0))")" = true ]'
+check "nextn run: the seeded sampled text is the same with --spec mtp" \
+      '[ "$(node -e "const w=JSON.parse(require(\"fs\").readFileSync(\"$tmp/expect.json\"));console.log(w.sampled.text.length>0&&w.sampled.text===w.spec_sampled.text)")" = true ]'
 
 # start a server on a free port, wait for its "listening on" line, set $base to its URL
 start() { # log, args...
@@ -64,7 +66,7 @@ for _ in $(seq 100); do kill -0 "$srv" 2>/dev/null || break; sleep 0.1; done
 check "SIGTERM: the server exits 0 and says so" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ] && grep -q "shutting down" "$tmp/serve.log"'
 
 # -b 5: every prompt longer than 5 tokens is decoded in parts between the other slots' steps
-start "$tmp/spec.log" -np 3 -c 512 -b 5 --api-key secret --spec mtp --draft-max 3 --no-adaptive -t 2 \
+start "$tmp/spec.log" -np 3 -c 512 -b 5 --api-key secret --spec mtp --draft-max 3 -t 2 \
       --draft-vocab 1024 --draft-vocab-file "$NEXTN_SRC/models/nextn-demo.draft-vocab.txt"
 check "speculative server starts" '[ -n "$base" ] && grep -q "speculative mtp" "$tmp/spec.log"'
 [ -n "$base" ] && { node "$NEXTN_SRC/tests/serve_client.mjs" "$base" secret "$tmp/expect.json" spec || fail=1; }
