@@ -268,7 +268,7 @@ int cmd_spec_bench(int argc, char **argv) {
         {"--runs", "-r", NX_ARG_INT, &o.runs, "R", "repetitions; medians are reported (default 3)", 1, 101, NULL, false},
         {"--repetitions", NULL, NX_ARG_INT, &o.runs, "R", "the same (as `nextn bench` names it)", 1, 101, NULL, false},
         {"--verify-cost", NULL, NX_ARG_FLAG, &o.verify_cost, NULL, "also time k-row verify batches against a 1-row decode, and a draft step", 0, 0, NULL, false},
-        {"--draft-vocab", NULL, NX_ARG_INT, &o.draft_vocab, "K", "the MTP head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt beside the model, else all)", 0, INT32_MAX, NULL, false},
+        {"--draft-vocab", NULL, NX_ARG_INT, &o.draft_vocab, "K", "the MTP head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt beside the model, else the V/4 lowest ids (merge rank) for 32768+ tokens, else all)", 0, INT32_MAX, NULL, false},
         {"--draft-vocab-file", NULL, NX_ARG_STRING, &o.dv_file, "FILE", "token frequencies (`nextn draft-vocab`) choosing them (default: lowest ids)", 0, 0, NULL, false},
         {"--cpu-time", NULL, NX_ARG_FLAG, &o.cpu_time, NULL, "process CPU seconds instead of wall seconds (with -t 1 on a shared machine)", 0, 0, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &o.threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
@@ -312,6 +312,7 @@ int cmd_spec_bench(int argc, char **argv) {
             goto fail;
         dv_auto = o.draft_vocab > 0;
         if (dv_auto) o.dv_file = dv_sibling;
+        else o.draft_vocab = nx_draft_vocab_default_k(model->hp.n_vocab); /* merge rank, large vocabularies */
     }
     if (o.draft_vocab > 0 && head) {
         /* the K draft tokens; the head is restricted after the whole-vocabulary draft timing */
@@ -330,7 +331,8 @@ int cmd_spec_bench(int argc, char **argv) {
         }
         fprintf(stderr, "nextn " CMD ": draft vocabulary: %d tokens (%s%s%s)\n", o.draft_vocab,
                 o.dv_file ? "most frequent in " : "the lowest ids", o.dv_file ? o.dv_file : "",
-                dv_auto ? ", found beside the model; --draft-vocab 0 = all" : "");
+                dv_auto ? ", found beside the model; --draft-vocab 0 = all"
+                : !dv_seen ? " = merge rank, the default for 32768+ tokens; --draft-vocab 0 = all" : "");
     } else if (o.draft_vocab > 0 && (uint64_t)o.draft_vocab > model->hp.n_vocab) {
         nx_fail(&err, "draft_vocab %d out of range (1..%u, the model's vocabulary)", o.draft_vocab, model->hp.n_vocab);
         goto fail;

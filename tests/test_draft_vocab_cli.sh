@@ -79,6 +79,15 @@ check "a sibling file of another tokenizer: error names where it came from" \
 check "plain run ignores the sibling file" \
   '"$NEXTN" run -m "$tmp/auto.gguf" $R >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain.txt" "$tmp/spec.txt"'
 
+# no file, a vocabulary of 32768+ tokens: the V/4 lowest ids (merge rank) by default; smaller
+# vocabularies keep the whole one (the 512-token model above printed no draft vocabulary line)
+"$NEXTN" mkmodel --preset tiny --seed 3 --vocab 32768 -o "$tmp/v32k.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel --vocab 32768"; fail=1; }
+"$NEXTN" run -m "$tmp/v32k.gguf" $R >"$tmp/plain32.txt" 2>/dev/null
+check "32768 tokens, no file: the V/4 lowest ids by default, output == plain" \
+  '"$NEXTN" run -m "$tmp/v32k.gguf" $R --spec mtp --no-adaptive >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain32.txt" "$tmp/spec.txt" && has "draft vocabulary: 8192 tokens (the lowest ids)"'
+check "spec-bench says where the default came from; --draft-vocab 0 turns it off" \
+  '"$NEXTN" spec-bench -m "$tmp/v32k.gguf" -n 8 --prompt-len 8 --runs 1 -t 1 >"$tmp/out" 2>&1 && has "draft vocabulary: 8192 tokens (the lowest ids = merge rank" && has "outputs identical" && "$NEXTN" spec-bench -m "$tmp/v32k.gguf" -n 8 --prompt-len 8 --runs 1 -t 1 --draft-vocab 0 >"$tmp/out" 2>&1 && ! grep -q "draft vocabulary" "$tmp/out"'
+
 # the trained demo model: a frequency list from real text, output identical to plain decoding
 demo="$NEXTN_SRC/models/nextn-demo.gguf"
 if [ -f "$demo" ]; then

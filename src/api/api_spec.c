@@ -101,6 +101,8 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         if (K > 0) {
             p.draft_vocab = K;
             p.draft_vocab_file = s->dv_file;
+        } else {
+            p.draft_vocab = nx_draft_vocab_default_k(m->hp.n_vocab); /* merge rank, large vocabularies */
         }
     }
     if (p.draft_vocab == NEXTN_DRAFT_VOCAB_ALL) p.draft_vocab = 0;

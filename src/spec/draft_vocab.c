@@ -275,3 +275,7 @@ bool nx_draft_vocab_auto_failed(nx_err *err) {
     return nx_fail_prefix(err, "draft vocabulary file found beside the model (draft_vocab = NEXTN_DRAFT_VOCAB_ALL: "
                                "whole vocabulary)");
 }
+
+int32_t nx_draft_vocab_default_k(uint32_t n_vocab) {
+    return n_vocab >= NX_DRAFT_VOCAB_RANK_MIN_V ? nx_draft_vocab_auto_k(n_vocab) : 0;
+}

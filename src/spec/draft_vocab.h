@@ -63,6 +63,15 @@ bool nx_draft_vocab_auto(const char *model_path, uint32_t n_vocab, char *file, s
  * returns false. */
 bool nx_draft_vocab_auto_failed(nx_err *err);
 
+/* K used when no frequency file is given or found: the V/4 lowest ids (merge rank) for a
+ * vocabulary of NX_DRAFT_VOCAB_RANK_MIN_V tokens or more, else 0 (the whole vocabulary).  On the
+ * demo model (V = 4096, 16 held-out prompts x 128 tokens, greedy, draft-max 3) the V/4 lowest
+ * ids kept 99 % of the frequency file's tokens per verify step (V/8: 81 %, V/16: 39 %: the 256
+ * byte tokens fill the list); on a large vocabulary a quarter holds far more than the byte
+ * tokens, and the draft head's output layer is most of a draft step (docs/mtp.md). */
+#define NX_DRAFT_VOCAB_RANK_MIN_V 32768u
+int32_t nx_draft_vocab_default_k(uint32_t n_vocab);
+
 /* The same from an open stream (f NULL = the lowest ids); `name` names it in messages. */
 bool nx_draft_vocab_select_stream(FILE *f, const char *name, uint32_t n_vocab, uint64_t fingerprint, int32_t K,
                                   int32_t *ids, nx_err *err);
