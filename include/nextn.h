@@ -334,6 +334,8 @@ void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *stats);
  * or step, one per emitted token in order (pointer valid until the next call on s). */
 bool nextn_spec_set_logprobs(nextn_spec *s, int32_t seq, int32_t n_top, nextn_error *err);
 int32_t nextn_spec_last_logprobs(const nextn_spec *s, int32_t seq, const nextn_logprob **out);
+/* Draft tokens verified / accepted for one sequence since its prefill (0 for a bad seq). */
+void nextn_spec_seq_stats(const nextn_spec *s, int32_t seq, int64_t *drafted, int64_t *accepted);
 /* Memory of the target context (KV, recurrent state with its snapshot slots, scratch). */
 void nextn_spec_memory(const nextn_spec *s, nextn_memory *mem);
 

@@ -221,6 +221,10 @@ bool nextn_spec_seq_clear(nextn_spec *s, int32_t seq, nextn_error *err) {
     return true;
 }
 
+void nextn_spec_seq_stats(const nextn_spec *s, int32_t seq, int64_t *drafted, int64_t *accepted) {
+    nx_spec_seq_stats(s->drv, seq, drafted, accepted);
+}
+
 void nextn_spec_get_stats(const nextn_spec *s, nextn_spec_stats *st) {
     const nx_spec_stats *x = nx_spec_get_stats(s->drv);
     st->steps = x->steps;

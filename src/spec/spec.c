@@ -38,6 +38,7 @@ typedef struct seq_state {
     int32_t *oracle;
     int32_t n_oracle;
     bool prefilling;          /* nx_spec_prefill_seq_part started and has not finished the prompt */
+    int64_t drafted, accepted; /* draft tokens verified / accepted since the sequence's prefill */
     int32_t pf_next;          /* ... prompt tokens decoded so far */
     int32_t resume;           /* > 0: inactive, its caches hold positions [0, resume) (restored from a
                                * state or kept after generating); the next prefill continues them */
@@ -284,6 +285,7 @@ static void reset_seq(nx_spec *s, seq_state *q, bool keep_cache) {
     q->n_draft = 0;
     q->prefilling = false;
     q->pf_next = 0;
+    q->drafted = q->accepted = 0;
     nx_sampler_reset(q->smp);
     if (keep_cache) return;
     q->resume = 0;
@@ -496,6 +498,12 @@ bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, in
     }
     s->st.t_prefill += nx_time_s() - t0;
     return true;
+}
+
+void nx_spec_seq_stats(const nx_spec *s, int32_t seq, int64_t *drafted, int64_t *accepted) {
+    const bool ok = seq >= 0 && seq < s->n_seq;
+    *drafted = ok ? s->seq[seq].drafted : 0;
+    *accepted = ok ? s->seq[seq].accepted : 0;
 }
 
 bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err) {
@@ -827,6 +835,8 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
         s->st.spec_steps++;
         s->st.drafted += q->n_draft;
         s->st.accepted += k;
+        q->drafted += q->n_draft;
+        q->accepted += k;
     }
     /* target: keep [id_last, d1..dk] */
     if (!nx_ctx_seq_rollback(s->tgt, i, q->n_draft - k, err)) return nx_fail_prefix(err, "verify rollback");

@@ -109,6 +109,8 @@ bool nx_spec_prefill_seq(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t
  * part, nx_spec_seq_clear the sequence before reusing it. */
 bool nx_spec_prefill_seq_part(nx_spec *s, int32_t seq, const int32_t *prompt, int32_t n_prompt, int32_t max_rows,
                               const nx_sampler_params *sampling, int32_t *first, bool *done, nx_err *err);
+/* Draft tokens verified / accepted for sequence seq since its prefill (0 for a bad seq). */
+void nx_spec_seq_stats(const nx_spec *s, int32_t seq, int64_t *drafted, int64_t *accepted);
 /* Deactivates a sequence and empties its target and MTP caches (a finished request). */
 bool nx_spec_seq_clear(nx_spec *s, int32_t seq, nx_err *err);
 
