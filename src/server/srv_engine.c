@@ -63,9 +63,26 @@ struct nx_srv_engine {
     int q_head, q_len;
     int n_busy;
     bool stopping;
+    nx_srv_engine_stats st; /* totals (under mu) */
 };
 
 /* ---- request completion helpers ---------------------------------------------------------- */
+
+/* Adds a request that leaves its slot to the totals; engine thread (the only writer of the
+ * counters read here). */
+static void stats_add(nx_srv_engine *e, const nx_srv_req *r) {
+    pthread_mutex_lock(&e->mu);
+    nx_srv_engine_stats *st = &e->st;
+    if (r->t_first > 0) {
+        st->prompt_tokens += r->n_prompt - r->n_cache;
+        st->prompt_seconds += r->t_first - r->t_start;
+        st->predicted_tokens += r->n_gen;
+        if (r->t_end >= r->t_first) st->predicted_seconds += r->t_end - r->t_first;
+    }
+    st->draft_tokens += r->draft_n;
+    st->draft_accepted += r->draft_accepted;
+    pthread_mutex_unlock(&e->mu);
+}
 
 static void cache_drop_from(slot_cache *c, int32_t pos);
 static void cache_forget(nx_srv_engine *e, int32_t i);
@@ -79,7 +96,10 @@ static void slot_release_ex(nx_srv_engine *e, slot *s, bool keep) {
     nextn_sampler_free(s->smp);
     nextn_stream_free(s->detok);
     keep = keep && !e->p.no_cache && s->req && !s->req->no_cache && s->state != SLOT_FREE;
-    if (s->req) nx_srv_req_unref(s->req);
+    if (s->req) {
+        stats_add(e, s->req);
+        nx_srv_req_unref(s->req);
+    }
     nextn_error ignored;
     if (keep && e->spec) keep = nextn_spec_seq_keep(e->spec, i, &ignored);
     if (keep) {
@@ -294,6 +314,8 @@ static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_aft
         reason = "stop";
     } else if (nx_srv_req_append_locked(r, piece, n)) {
         reason = r->done ? NULL : "stop"; /* done already set: append failed (out of memory) */
+    } else if (r->forced && r->n_gen >= r->n_forced) {
+        reason = "stop"; /* tests: the forced text is the whole reply */
     } else if (r->n_gen >= r->max_tokens || n_past_after >= e->p.n_ctx) {
         reason = "length";
     }
@@ -378,7 +400,7 @@ static void drop_cancelled(nx_srv_engine *e) {
         if (s->state == SLOT_FREE) continue;
         pthread_mutex_lock(&s->req->mu);
         const bool c = s->req->cancelled;
-        if (c && !s->req->done) nx_srv_req_finish_locked(s->req, NULL, "cancelled by the client");
+        if (c && !s->req->done) nx_srv_req_fail_locked(s->req, 499, "cancelled by the client");
         pthread_mutex_unlock(&s->req->mu);
         if (c) slot_release(e, s);
     }
@@ -445,8 +467,12 @@ static void step_plain(nx_srv_engine *e) {
         slot *s = &e->slots[i];
         if (s->state == SLOT_FREE || s->row < 0) continue;
         int32_t tok;
-        if (!nextn_sampler_sample(s->smp, nextn_get_logits(e->ctx, s->row), &tok, &err) ||
-            !nextn_sampler_accept(s->smp, tok, &err)) {
+        if (!nextn_sampler_sample(s->smp, nextn_get_logits(e->ctx, s->row), &tok, &err)) {
+            slot_fail(e, s, err.msg);
+            continue;
+        }
+        if (s->req->forced) tok = s->req->forced[s->req->n_gen]; /* tests: n_gen < n_forced here */
+        if (!nextn_sampler_accept(s->smp, tok, &err)) {
             slot_fail(e, s, err.msg);
             continue;
         }
@@ -506,6 +532,8 @@ static void step_spec(nx_srv_engine *e) {
         if (s->state != SLOT_GENERATE) continue;
         /* every token of the step: the target holds them all but the last, emitted or not */
         if (!cache_push(&e->cache[i], e->spec_out + i * e->spec_stride, e->spec_n_out[i])) s->req->no_cache = true;
+        /* written before the emitted tokens; the HTTP side reads them once the request is done */
+        nextn_spec_seq_stats(e->spec, i, &s->req->draft_n, &s->req->draft_accepted);
         for (int32_t k = 0; k < e->spec_n_out[i]; k++) {
             s->n_fed++;
             if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1)) break;
@@ -628,6 +656,33 @@ bool nx_srv_engine_submit(nx_srv_engine *e, nx_srv_req *r, nx_err *err) {
     return ok;
 }
 
+void nx_srv_engine_cancel(nx_srv_engine *e, nx_srv_req *r) {
+    bool queued = false;
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->q_len && !queued; i++) {
+        if (e->queue[(e->q_head + i) % e->p.max_queue] != r) continue;
+        for (int k = i; k + 1 < e->q_len; k++)
+            e->queue[(e->q_head + k) % e->p.max_queue] = e->queue[(e->q_head + k + 1) % e->p.max_queue];
+        e->q_len--;
+        queued = true;
+    }
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&r->mu);
+    r->cancelled = true;
+    if (queued && !r->done) nx_srv_req_fail_locked(r, 499, "cancelled by the client");
+    pthread_mutex_unlock(&r->mu);
+    if (queued) nx_srv_req_unref(r); /* the queue's reference */
+}
+
+void nx_srv_engine_get_stats(nx_srv_engine *e, nx_srv_engine_stats *st) {
+    pthread_mutex_lock(&e->mu);
+    *st = e->st;
+    st->n_slots = e->p.n_slots;
+    st->busy = e->n_busy;
+    st->queued = e->q_len;
+    pthread_mutex_unlock(&e->mu);
+}
+
 void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued) {
     pthread_mutex_lock(&e->mu);
     *busy = e->n_busy;
@@ -655,7 +710,13 @@ void nx_srv_engine_stop(nx_srv_engine *e) {
     if (e->thread_started) pthread_join(e->thread, NULL);
     e->thread_started = false;
     for (int i = 0; e->slots && i < e->p.n_slots; i++)
-        if (e->slots[i].state != SLOT_FREE) slot_fail(e, &e->slots[i], "server is shutting down");
+        if (e->slots[i].state != SLOT_FREE) {
+            slot *s = &e->slots[i];
+            pthread_mutex_lock(&s->req->mu);
+            if (!s->req->done) nx_srv_req_fail_locked(s->req, 503, "server is shutting down");
+            pthread_mutex_unlock(&s->req->mu);
+            slot_release_ex(e, s, false);
+        }
     for (;;) {
         pthread_mutex_lock(&e->mu);
         nx_srv_req *r = NULL;
@@ -667,7 +728,7 @@ void nx_srv_engine_stop(nx_srv_engine *e) {
         pthread_mutex_unlock(&e->mu);
         if (!r) break;
         pthread_mutex_lock(&r->mu);
-        if (!r->done) nx_srv_req_finish_locked(r, NULL, "server is shutting down");
+        if (!r->done) nx_srv_req_fail_locked(r, 503, "server is shutting down");
         pthread_mutex_unlock(&r->mu);
         nx_srv_req_unref(r);
     }

@@ -62,6 +62,9 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
 /* Queues a request (takes its own reference).  Fails when the queue is full or the engine
  * is stopping; the message says which. */
 bool nx_srv_engine_submit(nx_srv_engine *e, nx_srv_req *r, nx_err *err);
+/* The client of r went away: a queued r leaves the queue at once (finished with status 499), a
+ * running one is dropped by the engine at its next iteration.  r must have been submitted. */
+void nx_srv_engine_cancel(nx_srv_engine *e, nx_srv_req *r);
 /* Slot and queue occupancy, for /health. */
 void nx_srv_engine_load(nx_srv_engine *e, int *idle, int *busy, int *queued);
 /* Prompt cache: bytes of one checkpoint (the recurrent state, and in speculative mode the
@@ -75,9 +78,22 @@ typedef struct nx_srv_cache_stats {
     int64_t restores;           /* checkpoints restored */
 } nx_srv_cache_stats;
 void nx_srv_engine_cache_stats(nx_srv_engine *e, nx_srv_cache_stats *st);
-/* Stops the thread and fails every unfinished request ("server is shutting down"); later
- * submits fail.  The engine stays allocated (other threads may still call submit / load)
- * until nx_srv_engine_free.  NULL is allowed. */
+
+/* Totals since the start over the requests that left a slot (for GET /metrics; the prompt
+ * cache's are nx_srv_engine_cache_stats). */
+typedef struct nx_srv_engine_stats {
+    int64_t prompt_tokens;       /* prompt tokens decoded (those reused from the prompt cache excluded) */
+    double prompt_seconds;       /* admission to first token, summed */
+    int64_t predicted_tokens;    /* tokens generated */
+    double predicted_seconds;    /* first token to the last, summed */
+    int64_t draft_tokens;        /* speculative mode: draft tokens verified */
+    int64_t draft_accepted;      /* ... and accepted */
+    int32_t n_slots, busy, queued; /* now */
+} nx_srv_engine_stats;
+void nx_srv_engine_get_stats(nx_srv_engine *e, nx_srv_engine_stats *st);
+/* Stops the thread and fails every unfinished request with status 503 ("server is shutting
+ * down"); later submits fail.  The engine stays allocated (other threads may still call
+ * submit / load) until nx_srv_engine_free.  NULL is allowed. */
 void nx_srv_engine_stop(nx_srv_engine *e);
 /* Frees a stopped engine (stops it first if needed).  NULL is allowed. */
 void nx_srv_engine_free(nx_srv_engine *e);

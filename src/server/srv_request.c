@@ -5,12 +5,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 nx_srv_req *nx_srv_req_new(void) {
     nx_srv_req *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
     r->refs = 1;
     r->max_tokens = 1;
     return r;
@@ -29,6 +34,9 @@ void nx_srv_req_unref(nx_srv_req *r) {
     pthread_mutex_unlock(&r->mu);
     if (left > 0) return;
     free(r->prompt);
+    free(r->forced);
+    free(r->gen_prefix);
+    nx_srv_tools_free(r->tools);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     nx_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
@@ -61,12 +69,13 @@ bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n) {
     }
     /* a stop string can only newly appear across the boundary: search from old - (max - 1) */
     const size_t from = old > r->stop_max_len ? old - r->stop_max_len + 1 : 0;
-    size_t cut = SIZE_MAX;
+    size_t cut = SIZE_MAX, at = SIZE_MAX;
     for (int i = 0; i < r->n_stop; i++) {
         const size_t sl = strlen(r->stop[i]);
-        for (size_t p = from; p + sl <= r->text.len && p < cut; p++)
+        for (size_t p = from; p + sl <= r->text.len && p < at; p++)
             if (memcmp(r->text.data + p, r->stop[i], sl) == 0) {
-                cut = p;
+                at = p; /* the earliest match wins */
+                cut = r->stop_keep[i] ? p + sl : p;
                 break;
             }
     }
@@ -83,7 +92,28 @@ bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n) {
 void nx_srv_req_finish_locked(nx_srv_req *r, const char *reason, const char *error) {
     r->done = true;
     r->finish_reason = error ? NULL : reason;
-    if (error) snprintf(r->error, sizeof r->error, "%s", error);
+    if (error) {
+        snprintf(r->error, sizeof r->error, "%s", error);
+        if (!r->error_status) r->error_status = 500;
+    }
     r->safe_len = r->text.len;
     pthread_cond_broadcast(&r->cv);
+}
+
+void nx_srv_req_fail_locked(nx_srv_req *r, int status, const char *error) {
+    r->error_status = status;
+    nx_srv_req_finish_locked(r, NULL, error);
+}
+
+bool nx_srv_req_wait_locked(nx_srv_req *r, double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const long ns = (long)(seconds * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec += ns % 1000000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0;
 }

@@ -16,6 +16,7 @@
 
 #include "nextn.h"
 #include "nextn_internal.h"
+#include "server/srv_tools.h"
 
 #define NX_SRV_MAX_STOP 16 /* stop strings per request */
 
@@ -27,6 +28,7 @@ typedef struct nx_srv_req {
     int32_t max_tokens;         /* generated tokens at most (>= 1) */
     bool ignore_eos;
     char *stop[NX_SRV_MAX_STOP]; /* owned, non-empty strings */
+    bool stop_keep[NX_SRV_MAX_STOP]; /* the text ends after this stop string instead of before it */
     int n_stop;
     size_t stop_max_len;        /* longest stop string */
     bool stream;
@@ -35,6 +37,14 @@ typedef struct nx_srv_req {
     bool no_cache;              /* "cache_prompt": false - decode the whole prompt, keep nothing */
     char id[48];                /* "cmpl-..." / "chatcmpl-..." */
     int64_t created;            /* unix seconds */
+    /* tool calls in the output (chat; see srv_tools.h): NULL = the text is plain content */
+    nx_srv_tools *tools;
+    char *gen_prefix;           /* text the prompt already opened the reply with (a forced tool call);
+                                 * the reply's content is gen_prefix + text (owned, NULL = none) */
+    /* tests only (nx_server_params.test_force): the tokens to emit instead of sampling, then
+     * EOG; NULL = sample */
+    int32_t *forced;
+    int32_t n_forced;
 
     /* ---- shared (mu) ---- */
     pthread_mutex_t mu;
@@ -44,14 +54,17 @@ typedef struct nx_srv_req {
     size_t safe_len;            /* bytes of text that can no longer become part of a stop string */
     int32_t n_gen;              /* tokens generated */
     int32_t n_cache;            /* prompt tokens taken from the prompt cache instead of decoded */
+    int64_t draft_n, draft_accepted; /* speculative mode: draft tokens verified / accepted */
     bool done;                  /* no more text will come */
     bool cancelled;             /* the client went away: the engine drops the request */
     const char *finish_reason;  /* "stop" or "length" once done (NULL on error) */
     char error[256];            /* non-empty: the request failed (done is set too) */
+    int error_status;           /* its HTTP status: 500 failed, 503 server stopping, 499 cancelled */
     double t_submit, t_start, t_first, t_end; /* nx_time_s(): queued, admitted, first token, done */
 } nx_srv_req;
 
-/* A new request with 1 reference and empty shared state; NULL on out-of-memory. */
+/* A new request with 1 reference and empty shared state; NULL on out-of-memory.  Its condition
+ * variable runs on CLOCK_MONOTONIC (nx_srv_req_wait_locked). */
 nx_srv_req *nx_srv_req_new(void);
 void nx_srv_req_ref(nx_srv_req *r);
 /* Drops a reference; frees the request when it was the last. */
@@ -61,8 +74,12 @@ void nx_srv_req_unref(nx_srv_req *r);
  * string appears, cuts the text at its start and returns true (the request is then finished
  * with reason "stop"). */
 bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n);
-/* Engine side, with r->mu held: marks the request finished (reason or error message) and
- * releases all remaining text to the reader. */
+/* Engine side, with r->mu held: marks the request finished (reason or error message; an error
+ * has status 500) and releases all remaining text to the reader. */
 void nx_srv_req_finish_locked(nx_srv_req *r, const char *reason, const char *error);
+/* The same for an error with its HTTP status (503 stopping, 499 cancelled by the client). */
+void nx_srv_req_fail_locked(nx_srv_req *r, int status, const char *error);
+/* With r->mu held: waits on r->cv at most `seconds`; returns false on time-out. */
+bool nx_srv_req_wait_locked(nx_srv_req *r, double seconds);
 
 #endif
