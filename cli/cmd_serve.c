@@ -18,7 +18,8 @@
 int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *chat_format = NULL;
     int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
-    int32_t max_body_mb = 16;
+    int32_t max_body_mb = 16, timeout_s = 30;
+    const char *cors = NULL;
     int kv_choice = 0, spec_choice = 0;
     bool no_think = false, no_adaptive = false, no_cache = false, no_webui = false;
     int32_t n_ckpt = 8, ckpt_every = 256;
@@ -29,7 +30,7 @@ int cmd_serve(int argc, char **argv) {
     static const char *const spec_types[] = {"none", "mtp", NULL};
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
-        {"--host", NULL, NX_ARG_STRING, &host, "ADDR", "IPv4 address to listen on (default 127.0.0.1)", 0, 0, NULL, false},
+        {"--host", NULL, NX_ARG_STRING, &host, "ADDR", "address or host name to listen on: 127.0.0.1 (default), ::1, localhost (all its addresses), 0.0.0.0, ::", 0, 0, NULL, false},
         {"--port", NULL, NX_ARG_INT, &port, "N", "port, 0 = any free one (default 8080)", 0, 65535, NULL, false},
         {"--parallel", "-np", NX_ARG_INT, &n_slots, "N", "requests decoded together (slots, default 1)", 1, 256, NULL, false},
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "positions per slot: prompt + generation (default 4096)", 2, 1 << 24, NULL, false},
@@ -42,7 +43,9 @@ int cmd_serve(int argc, char **argv) {
         {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "default top-p (default 0.95)", 0, 1, NULL, false},
         {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "default min-p (default 0.05)", 0, 1, NULL, false},
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "default sampling seed (default: from the clock)", 0, 0, NULL, false},
-        {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on /v1/*", 0, 0, NULL, false},
+        {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, NULL, false},
+        {"--cors", NULL, NX_ARG_STRING, &cors, "ORIGINS", "let web pages from these origins call the API (comma-separated, e.g. https://app.example; * = any); default: none", 0, 0, NULL, false},
+        {"--timeout", NULL, NX_ARG_INT, &timeout_s, "S", "close a connection idle this many seconds (keep-alive, slow upload; default 30)", 1, 86400, NULL, false},
         {"--alias", "-a", NX_ARG_STRING, &alias, "NAME", "model name reported by the API (default: the file name)", 0, 0, NULL, false},
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
@@ -86,6 +89,8 @@ int cmd_serve(int argc, char **argv) {
     const char *base = strrchr(model_path, '/');
     nx_server_params p = {
         .host = host,
+        .model_path = model_path,
+        .timeout_s = timeout_s,
         .port = port,
         .api_key = api_key,
         .model_name = alias ? alias : base ? base + 1 : model_path,
@@ -98,6 +103,20 @@ int cmd_serve(int argc, char **argv) {
                    .no_cache = no_cache, .n_ckpt = n_ckpt, .ckpt_every = ckpt_every},
         .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think},
     };
+    char cors_buf[2048] = "";
+    if (cors) {
+        snprintf(cors_buf, sizeof cors_buf, "%s", cors);
+        for (char *save = NULL, *o = strtok_r(cors_buf, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+            while (*o == ' ') o++;
+            for (size_t l = strlen(o); l && o[l - 1] == ' ';) o[--l] = '\0';
+            if (!*o) continue;
+            if (p.n_cors == NX_SERVER_MAX_CORS) {
+                nextn_model_free(model);
+                return nx_usage_error(CMD, "--cors: more than 16 origins");
+            }
+            p.cors_origins[p.n_cors++] = o;
+        }
+    }
     nx_server *server = NULL;
     nx_err err;
     if (!nx_server_start(&server, model, &p, &err)) {
@@ -105,9 +124,9 @@ int cmd_serve(int argc, char **argv) {
         nextn_model_free(model);
         return 1;
     }
-    fprintf(stderr, "nextn %s: listening on http://%s:%d  (model %s, %d slot%s x %d tokens%s)\n", CMD, host,
-            nx_server_port(server), p.model_name, n_slots, n_slots == 1 ? "" : "s", n_ctx,
-            p.engine.spec ? ", speculative mtp" : "");
+    fprintf(stderr, "nextn %s: listening on %s  (%s; model %s, %d slot%s x %d tokens%s%s%s)\n", CMD,
+            nx_server_url(server), nx_server_addresses(server), p.model_name, n_slots, n_slots == 1 ? "" : "s", n_ctx,
+            p.engine.spec ? ", speculative mtp" : "", p.n_cors ? ", CORS for " : "", p.n_cors ? cors : "");
     nx_srv_cache_stats cs;
     nx_srv_engine_cache_stats(nx_server_engine(server), &cs);
     if (no_cache)

@@ -19,6 +19,7 @@
 #include "api/api_internal.h"       /* the nx_model under a nextn_model: server (the GGUF's chat template) */
 #include "base/common.h"           /* nx_err, nx_fail, buffers: every tool */
 #include "base/threads.h"          /* nx_pool: mkmodel, quantize, spec-bench */
+#include "base/utf8.h"             /* UTF-8 checks: server (JSON bodies, /detokenize pieces) */
 #include "forward/forward.h"        /* nx_ctx, nx_forward: spec-bench (verify-cost batches) */
 #include "forward/seq_ckpt.h"       /* checkpoints, nx_ctx_seq_rewind: spec-bench (verify-cost) */
 #include "gguf/gguf.h"             /* GGUF read/write: info, gguf-sample, tokenize, draft-vocab, converters */

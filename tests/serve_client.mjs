@@ -12,7 +12,7 @@ function check(name, cond, detail) {
   if (cond) console.log(`ok: ${name}`);
   else { console.log(`FAIL: ${name}${detail !== undefined ? " -- " + JSON.stringify(detail).slice(0, 400) : ""}`); failed = 1; }
 }
-const auth = { Authorization: `Bearer ${key}` };
+const auth = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
 async function post(path, body, headers = auth) {
   const r = await fetch(base + path, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
   const text = await r.text();
@@ -68,7 +68,7 @@ check("GET /v1/models without the key is 401", r.status === 401);
 r = await fetch(base + "/v1/models", { headers: auth });
 const models = await r.json();
 check("GET /v1/models lists the alias", r.status === 200 && models.data[0].id === "demo" && models.object === "list", models);
-r = await post("/v1/completions", greedy(p0), { Authorization: "Bearer wrong" });
+r = await post("/v1/completions", greedy(p0), { Authorization: "Bearer wrong", "Content-Type": "application/json" });
 check("a wrong key is 401 with an OpenAI-style error", r.status === 401 && r.json?.error?.type === "authentication_error", r.json);
 
 // ---- completions: non-streamed, streamed

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "nextn_internal.h"
+#include "server/srv_json.h"
+#include "server/srv_tools.h"
 
 /* ---- request fields ---------------------------------------------------------------------- */
 
@@ -274,6 +276,47 @@ static bool parse_messages(const cJSON *o, chat_parts *cp, size_t *n_msgs, int *
     return true;
 }
 
+/* tool_choice: what the reply may or must do with the tools. */
+typedef enum { TOOLS_NONE, TOOLS_AUTO, TOOLS_REQUIRED, TOOLS_NAMED } tool_mode;
+
+static bool parse_tool_choice(const cJSON *o, nx_srv_tools **tools, tool_mode *mode, int *status, nx_err *err) {
+    *status = 400;
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(o, "tools");
+    if (tl && !cJSON_IsNull(tl) && !nx_srv_tools_from_json(tl, tools, err)) return false;
+    const bool have = *tools && (*tools)->n_fns > 0;
+    *mode = have ? TOOLS_AUTO : TOOLS_NONE;
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(o, "tool_choice");
+    if (tc && !cJSON_IsNull(tc)) {
+        if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) {
+            *mode = TOOLS_NONE;
+        } else if (cJSON_IsString(tc) && strcmp(tc->valuestring, "auto") == 0) {
+            *mode = have ? TOOLS_AUTO : TOOLS_NONE;
+        } else if (cJSON_IsString(tc) && strcmp(tc->valuestring, "required") == 0) {
+            if (!have) return nx_fail(err, "'tool_choice' \"required\" needs a non-empty 'tools'");
+            *mode = TOOLS_REQUIRED;
+        } else if (cJSON_IsObject(tc)) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tc, "function"), "name");
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsString(name))
+                return nx_fail(err, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                    "\"function\": {\"name\": ...}}");
+            if (!have || !nx_srv_tools_has(*tools, name->valuestring))
+                return nx_fail(err, "'tool_choice' names '%.100s', which is not in 'tools'", name->valuestring);
+            if (!((*tools)->only = strdup(name->valuestring))) return bad(status, 500, err, "out of memory (%s)", "tools");
+            *mode = TOOLS_NAMED;
+        } else {
+            return nx_fail(err, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                "\"function\": {\"name\": ...}}");
+        }
+    }
+    if (have) {
+        bool parallel = true;
+        if (!get_bool(o, "parallel_tool_calls", &parallel, status, err)) return false;
+        (*tools)->parallel = parallel;
+    }
+    return true;
+}
+
 static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_tokenizer *tok, nx_srv_req *r,
                               bool *thinking, int *status, nx_err *err) {
     if (d->chat_format == NX_CHAT_NONE)
@@ -285,19 +328,48 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
         if (!cJSON_IsObject(kw)) return bad(status, 400, err, "'%s' must be an object", "chat_template_kwargs");
         if (!get_bool(kw, "enable_thinking", thinking, status, err)) return false;
     }
+    nx_srv_tools *tools = NULL;
+    tool_mode mode;
+    if (!parse_tool_choice(o, &tools, &mode, status, err)) {
+        nx_srv_tools_free(tools);
+        return false;
+    }
+    /* A forced call (required / named) opens the reply with the call itself, thinking off:
+     * the model continues inside <tool_call>. */
+    char prefix[300] = "";
+    if (mode == TOOLS_REQUIRED) snprintf(prefix, sizeof prefix, "<tool_call>\n<function=");
+    if (mode == TOOLS_NAMED) snprintf(prefix, sizeof prefix, "<tool_call>\n<function=%s>\n", tools->only);
+    if (prefix[0]) *thinking = false;
     chat_parts cp = {0};
     size_t n_msgs = 0;
     nx_buf text = {0};
     bool ok = parse_messages(o, &cp, &n_msgs, status, err);
     if (ok) {
         nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = *thinking,
-                             .tools_json = (const char *const *)cp.tools, .n_tools = cp.n_tools};
+                             .tools_json = (const char *const *)cp.tools, .n_tools = mode == TOOLS_NONE ? 0 : cp.n_tools};
         ok = nx_chat_render(d->chat_format, cp.msgs, n_msgs, &opts, &text, err);
         if (!ok) {
             *status = 400;
             nx_fail_prefix(err, "messages");
         }
     }
+    if (ok && prefix[0]) {
+        ok = nx_buf_append(&text, prefix, strlen(prefix), err) && (r->gen_prefix = strdup(prefix)) != NULL;
+        if (!ok) *status = 500;
+    }
+    if (ok && mode != TOOLS_NONE) {
+        if (!tools->parallel) { /* one call at most: the reply ends with the first call's closing tag */
+            if (r->n_stop >= NX_SRV_MAX_STOP || !(r->stop[r->n_stop] = strdup("</tool_call>"))) {
+                ok = bad(status, 400, err, "'%s' has too many strings to add the end of a tool call", "stop");
+            } else {
+                r->stop_keep[r->n_stop++] = true;
+                if (r->stop_max_len < strlen("</tool_call>")) r->stop_max_len = strlen("</tool_call>");
+            }
+        }
+        r->tools = tools;
+        tools = NULL;
+    }
+    nx_srv_tools_free(tools);
     /* the rendered template's special tokens (<|im_start|> ...) are parsed as such */
     if (ok) ok = tokenize_text(tok, text.data ? text.data : "", text.len, true, r, status, err);
     nx_buf_free(&text);
@@ -305,20 +377,123 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
     return ok;
 }
 
+/* ---- which parameters a request may carry -------------------------------------------------- */
+
+enum { FOR_COMPL = 1, FOR_CHAT = 2, FOR_BOTH = 3 };
+
+typedef struct param_rule {
+    const char *name;
+    unsigned where;      /* FOR_* */
+    const char *neutral; /* NULL: honoured (read below) or metadata; else the JSON values, '|'
+                          * separated, that are accepted because they ask for nothing: any other
+                          * value is refused (the parameter is not supported) */
+} param_rule;
+
+/* Every top-level parameter a request may carry.  Anything else is refused with 400 naming it:
+ * a parameter this server does not honour is never silently ignored.  null is the same as
+ * leaving a parameter out. */
+static const param_rule PARAMS[] = {
+    /* honoured (see nx_srv_parse_request) */
+    {"model", FOR_BOTH, NULL}, {"prompt", FOR_COMPL, NULL}, {"messages", FOR_CHAT, NULL},
+    {"max_tokens", FOR_BOTH, NULL}, {"max_completion_tokens", FOR_CHAT, NULL}, {"n_predict", FOR_BOTH, NULL},
+    {"temperature", FOR_BOTH, NULL}, {"top_p", FOR_BOTH, NULL}, {"top_k", FOR_BOTH, NULL}, {"min_p", FOR_BOTH, NULL},
+    {"presence_penalty", FOR_BOTH, NULL}, {"frequency_penalty", FOR_BOTH, NULL}, {"repeat_penalty", FOR_BOTH, NULL},
+    {"repeat_last_n", FOR_BOTH, NULL}, {"seed", FOR_BOTH, NULL}, {"stop", FOR_BOTH, NULL},
+    {"ignore_eos", FOR_BOTH, NULL}, {"stream", FOR_BOTH, NULL}, {"stream_options", FOR_BOTH, NULL},
+    {"n", FOR_BOTH, NULL}, {"tools", FOR_CHAT, NULL}, {"tool_choice", FOR_CHAT, NULL},
+    {"parallel_tool_calls", FOR_CHAT, NULL}, {"chat_template_kwargs", FOR_CHAT, NULL}, {"cache_prompt", FOR_BOTH, NULL},
+    /* metadata: they do not change the output */
+    {"user", FOR_BOTH, NULL}, {"metadata", FOR_BOTH, NULL}, {"service_tier", FOR_BOTH, NULL},
+    {"prompt_cache_key", FOR_BOTH, NULL}, {"safety_identifier", FOR_BOTH, NULL},
+    /* not supported: only the value that asks for nothing */
+    {"logprobs", FOR_BOTH, "false|0"}, {"top_logprobs", FOR_CHAT, "0"}, {"echo", FOR_COMPL, "false"},
+    {"best_of", FOR_COMPL, "1"}, {"suffix", FOR_COMPL, "\"\""}, {"logit_bias", FOR_BOTH, "{}"},
+    {"response_format", FOR_CHAT, "{\"type\":\"text\"}"}, {"store", FOR_BOTH, "false"},
+    {"modalities", FOR_CHAT, "[\"text\"]"}, {"audio", FOR_CHAT, NULL /* null only: checked below */},
+    {"prediction", FOR_CHAT, NULL}, {"functions", FOR_CHAT, NULL}, {"function_call", FOR_CHAT, NULL},
+    {"web_search_options", FOR_CHAT, NULL}, {"reasoning_effort", FOR_CHAT, NULL},
+    {"n_probs", FOR_BOTH, "0"}, {"typical_p", FOR_BOTH, "1"}, {"mirostat", FOR_BOTH, "0"},
+    {"dynatemp_range", FOR_BOTH, "0"}, {"xtc_probability", FOR_BOTH, "0"}, {"dry_multiplier", FOR_BOTH, "0"},
+    {"grammar", FOR_BOTH, "\"\""}, {"json_schema", FOR_BOTH, "{}"}, {"n_keep", FOR_BOTH, "0"},
+    {"return_tokens", FOR_BOTH, "false"}, {"timings_per_token", FOR_BOTH, "false"},
+    {"post_sampling_probs", FOR_BOTH, "false"},
+};
+
+/* Parameters accepted only as null (asking for a feature this server does not have at all). */
+static bool null_only(const char *name) {
+    static const char *const names[] = {"audio", "prediction", "functions", "function_call", "web_search_options",
+                                        "reasoning_effort"};
+    for (size_t i = 0; i < NX_ARRAY_LEN(names); i++)
+        if (strcmp(names[i], name) == 0) return true;
+    return false;
+}
+
+static bool neutral_value(const cJSON *v, const char *alternatives) {
+    char buf[64];
+    for (const char *a = alternatives; *a;) {
+        const char *bar = strchr(a, '|');
+        const size_t n = bar ? (size_t)(bar - a) : strlen(a);
+        snprintf(buf, sizeof buf, "%.*s", (int)n, a);
+        cJSON *want = cJSON_Parse(buf);
+        const bool same = want && cJSON_Compare(v, want, true);
+        cJSON_Delete(want);
+        if (same) return true;
+        a += n + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+static bool check_params(const cJSON *o, bool chat, int *status, nx_err *err) {
+    const unsigned here = chat ? FOR_CHAT : FOR_COMPL;
+    const char *endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+    const cJSON *v;
+    cJSON_ArrayForEach(v, o) {
+        const param_rule *rule = NULL;
+        for (size_t i = 0; i < NX_ARRAY_LEN(PARAMS) && !rule; i++)
+            if (strcmp(PARAMS[i].name, v->string) == 0) rule = &PARAMS[i];
+        *status = 400;
+        if (!rule) return nx_fail(err, "unknown parameter '%.100s' (this server does not support it)", v->string);
+        if (!(rule->where & here)) return nx_fail(err, "'%s' is not a parameter of %s", v->string, endpoint);
+        if (cJSON_IsNull(v)) continue;
+        if (null_only(rule->name)) return nx_fail(err, "'%s' is not supported by this server", rule->name);
+        if (rule->neutral && !neutral_value(v, rule->neutral)) {
+            char shown[64];
+            snprintf(shown, sizeof shown, "%s", rule->neutral);
+            for (char *c = shown; *c; c++)
+                if (*c == '|') *c = '/';
+            return nx_fail(err, "'%s' is not supported by this server (only %s, which asks for nothing, is accepted)",
+                           rule->name, shown);
+        }
+    }
+    return true;
+}
+
 /* ---- the whole request -------------------------------------------------------------------- */
 
 bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_defaults *d,
                           nextn_tokenizer *tok, nx_srv_req *r, bool *thinking, int *status, nx_err *err) {
     *thinking = false;
+    *status = 400;
+    if (!nx_srv_json_check(body, len, err)) return false;
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!o) {
-        *status = 400;
         const size_t at = end && end >= body ? (size_t)(end - body) : 0;
         return nx_fail(err, "request body is not valid JSON (error near byte %zu of %zu)", at, len);
     }
     bool ok = true;
     if (!cJSON_IsObject(o)) ok = bad(status, 400, err, "request body must be a JSON %s", "object");
+    ok = ok && check_params(o, chat, status, err);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
+    if (ok && model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) {
+            ok = bad(status, 400, err, "'%s' must be a string", "model");
+        } else if (d->model_name && strcmp(model->valuestring, d->model_name) != 0) {
+            *status = 404;
+            ok = nx_fail(err, "'model': no model '%.200s' here; this server serves '%s' (GET /v1/models)",
+                         model->valuestring, d->model_name);
+        }
+    }
 
     int32_t n_choices = 1;
     ok = ok && get_int(o, "n", 1, 1, &n_choices, status, err);
@@ -334,6 +509,7 @@ bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_
     if (ok) {
         double seed = -1;
         ok = get_num(o, "seed", -1, 9007199254740991.0, &seed, status, err);
+        if (ok && seed != floor(seed)) ok = bad(status, 400, err, "'%s' must be an integer", "seed");
         if (ok && seed >= 0) r->smp.seed = (uint64_t)seed;
     }
     int32_t max_tokens = d->max_tokens;
@@ -408,7 +584,9 @@ static cJSON *usage_obj(const nx_srv_req *r) {
     return u;
 }
 
-/* llama.cpp-style timings: prompt = admission to first token, predicted = the rest. */
+/* llama.cpp-style timings: prompt = admission to first token, predicted = the rest; prompt_n
+ * counts the prompt tokens decoded, cache_n those reused from the prompt cache; draft_n /
+ * draft_n_accepted (speculative mode) as llama-server reports them. */
 static cJSON *timings_obj(const nx_srv_req *r) {
     cJSON *t = cJSON_CreateObject();
     const double pm = ms(r->t_start, r->t_first), gm = ms(r->t_first, r->t_end);
@@ -421,6 +599,10 @@ static cJSON *timings_obj(const nx_srv_req *r) {
     cJSON_AddNumberToObject(t, "predicted_ms", gm);
     cJSON_AddNumberToObject(t, "predicted_per_second", gm > 0 && r->n_gen > 1 ? (r->n_gen - 1) / (gm / 1e3) : 0);
     cJSON_AddNumberToObject(t, "queue_ms", ms(r->t_submit, r->t_start));
+    if (r->draft_n > 0) {
+        cJSON_AddNumberToObject(t, "draft_n", (double)r->draft_n);
+        cJSON_AddNumberToObject(t, "draft_n_accepted", (double)r->draft_accepted);
+    }
     return t;
 }
 
@@ -451,6 +633,29 @@ static cJSON *str_n(const char *s, size_t n) {
     return v;
 }
 
+void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]) {
+    const char *dash = strchr(r->id, '-');
+    snprintf(out, 64, "call_%s_%d", dash ? dash + 1 : r->id, k);
+}
+
+const char *nx_srv_finish_reason(const nx_srv_req *r, int n_calls) {
+    const char *f = r->finish_reason ? r->finish_reason : "stop";
+    return n_calls > 0 && strcmp(f, "stop") == 0 ? "tool_calls" : f;
+}
+
+static cJSON *tool_call_obj(const nx_srv_req *r, int k, const nx_srv_tool_call *c, bool with_index) {
+    char id[64];
+    nx_srv_call_id(r, k, id);
+    cJSON *o = cJSON_CreateObject();
+    if (with_index) cJSON_AddNumberToObject(o, "index", k);
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "type", "function");
+    cJSON *f = cJSON_AddObjectToObject(o, "function");
+    cJSON_AddStringToObject(f, "name", c->name);
+    cJSON_AddStringToObject(f, "arguments", c->arguments);
+    return o;
+}
+
 char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking) {
     cJSON *o = envelope(r, model, r->chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -458,20 +663,72 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
     cJSON_AddItemToArray(choices, c);
     cJSON_AddNumberToObject(c, "index", 0);
     const char *text = r->text.data ? r->text.data : "";
+    int n_calls = 0;
     if (r->chat) {
         size_t rl, co;
         nx_srv_split_reasoning(text, r->text.len, thinking, &rl, &co);
         cJSON *m = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddItemToObject(m, "content", str_n(text + co, r->text.len - co));
+        if (r->tools) {
+            /* the content is what the prompt opened the reply with, then the generated text */
+            nx_buf all = {0}, content = {0};
+            nx_srv_tool_call *calls = NULL;
+            nx_err e;
+            const char *pre = r->gen_prefix ? r->gen_prefix : "";
+            bool ok = nx_buf_append(&all, pre, strlen(pre), &e) && nx_buf_append(&all, text + co, r->text.len - co, &e) &&
+                      nx_srv_tools_parse(r->tools, all.data, all.len, &content, &calls, &n_calls);
+            if (!ok) {
+                cJSON_Delete(o);
+                o = NULL;
+            } else {
+                if (n_calls > 0 && content.len == 0)
+                    cJSON_AddNullToObject(m, "content");
+                else
+                    cJSON_AddItemToObject(m, "content", str_n(content.data, content.len));
+                if (n_calls > 0) {
+                    cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
+                    for (int k = 0; k < n_calls; k++) cJSON_AddItemToArray(tc, tool_call_obj(r, k, &calls[k], false));
+                }
+            }
+            for (int k = 0; k < n_calls; k++) nx_srv_tool_call_free(&calls[k]);
+            free(calls);
+            nx_buf_free(&all);
+            nx_buf_free(&content);
+            if (!o) return NULL;
+        } else {
+            cJSON_AddItemToObject(m, "content", str_n(text + co, r->text.len - co));
+        }
         if (thinking) cJSON_AddItemToObject(m, "reasoning_content", str_n(text, rl));
     } else {
         cJSON_AddItemToObject(c, "text", str_n(text, r->text.len));
         cJSON_AddNullToObject(c, "logprobs");
     }
-    cJSON_AddStringToObject(c, "finish_reason", r->finish_reason ? r->finish_reason : "stop");
+    cJSON_AddStringToObject(c, "finish_reason", nx_srv_finish_reason(r, n_calls));
     cJSON_AddItemToObject(o, "usage", usage_obj(r));
     cJSON_AddItemToObject(o, "timings", timings_obj(r));
+    return print_free(o);
+}
+
+char *nx_srv_tool_chunk_json(const nx_srv_req *r, const char *model, int k, const nx_srv_tool_call *call,
+                             bool arguments) {
+    cJSON *o = envelope(r, model, "chat.completion.chunk");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    cJSON *tcs = cJSON_AddArrayToObject(d, "tool_calls");
+    cJSON *tc;
+    if (!arguments) { /* the first piece: id, type, name, empty arguments */
+        nx_srv_tool_call head = {call->name, ""};
+        tc = tool_call_obj(r, k, &head, true);
+    } else {
+        tc = cJSON_CreateObject();
+        cJSON_AddNumberToObject(tc, "index", k);
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(tc, "function"), "arguments", call->arguments);
+    }
+    cJSON_AddItemToArray(tcs, tc);
+    cJSON_AddNullToObject(c, "finish_reason");
     return print_free(o);
 }
 

@@ -9,6 +9,7 @@
 #include "nextn_internal.h"
 #include "nextn.h"
 #include "server/srv_request.h"
+#include "server/srv_tools.h"
 
 /* What a request may leave out. */
 typedef struct nx_srv_defaults {
@@ -18,6 +19,7 @@ typedef struct nx_srv_defaults {
     int32_t n_vocab;            /* token ids in a prompt array must be below this */
     bool enable_thinking;       /* chat default (chat_template_kwargs.enable_thinking overrides) */
     nx_chat_format chat_format; /* NX_CHAT_NONE: chat requests are refused with a clear error */
+    const char *model_name;     /* a request's "model" must be this (NULL: any) */
 } nx_srv_defaults;
 
 /* Parses a completions (chat false) or chat-completions body into r: prompt tokens (the
@@ -41,6 +43,15 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
  * finish_reason is non-NULL (empty delta), or the role-only first chunk of a chat stream. */
 char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text, size_t n, bool reasoning,
                         const char *finish_reason, bool role_chunk);
+/* Tool-call pieces of a chat stream (delta.tool_calls): call k's id, type and name with empty
+ * arguments (arguments false), then its arguments (true). */
+char *nx_srv_tool_chunk_json(const nx_srv_req *r, const char *model, int k, const nx_srv_tool_call *call,
+                             bool arguments);
+/* The id of the k-th tool call of a reply. */
+void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]);
+/* finish_reason of a finished reply with n_calls tool calls: "tool_calls" where it stopped on
+ * its own after calls, else the engine's reason. */
+const char *nx_srv_finish_reason(const nx_srv_req *r, int n_calls);
 /* The usage-only chunk (stream_options.include_usage). */
 char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model);
 /* {"error": {"message": ..., "type": ..., "code": status}} */
