@@ -25,7 +25,11 @@ start() { # log, args...
     for _ in $(seq 200); do grep -q "listening on" "$log" && break; kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.05; done
     base=$(grep -o 'http://[^ ]*' "$log" | head -1)
 }
-stop() { kill -TERM "${pids[-1]}" 2>/dev/null; wait "${pids[-1]}" 2>/dev/null; }
+# SIGTERM the last server; it must exit 0 (under ASan: no leak, no error report)
+stop() {
+  kill -TERM "${pids[-1]}" 2>/dev/null; wait "${pids[-1]}" 2>/dev/null; local rc=$?
+  check "server on $base exits 0 after SIGTERM" "[ $rc -eq 0 ]"
+}
 
 # ---- the malformed-request table and the protocol details
 start "$tmp/proto.log" -np 2 -c 256 --api-key secret --alias demo --max-body 1 -t 1 --timeout 2
