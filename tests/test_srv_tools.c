@@ -186,7 +186,8 @@ static void test_scanner_byte_by_byte(void **state) {
         }
     }
     assert_string_equal(names, "get_weather;get_time;");
-    assert_string_equal(content.data, "I will call then <tool_call>bad</tool_call> and a < sign and <tool_ca");
+    /* the whitespace around the calls goes with them; a block that is not a call keeps its own */
+    assert_string_equal(content.data, "I will callthen <tool_call>bad</tool_call> and a < sign and <tool_ca");
     parsed p = parse(t, text);
     assert_int_equal(p.n, 2);
     assert_string_equal(p.content.data, content.data);

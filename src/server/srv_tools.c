@@ -266,26 +266,42 @@ bool nx_srv_tool_next(nx_srv_tool_scan *sc, const nx_srv_tools *t, const char *t
         const size_t n = avail - sc->pos;
         /* no more calls once one was made and parallel calls are off: the rest is content */
         const bool more_calls = t->parallel || sc->n_calls == 0;
-        if (sc->after_call) { /* whitespace after a call: dropped when a call or the end follows */
+        if (sc->after_call) { /* whitespace after a call: dropped (kept back until text follows) */
             size_t w = 0;
             while (w < n && is_ws(p[w])) w++;
-            if (w == n && !done) return true;
+            if (w == n) {
+                if (done) sc->pos = avail;
+                return true;
+            }
             sc->pos += w;
             sc->after_call = false;
             continue;
         }
         const char *open = more_calls ? find(p, n, OPEN) : NULL;
-        if (open != p) {
-            size_t m = open ? (size_t)(open - p) : n;
-            if (!open && !done && more_calls) m -= open_prefix_tail(p, n);
-            if (m == 0) return true;
+        /* the whitespace right before a block goes with the block (dropped with a call) */
+        const char *region = open;
+        while (region && region > p && is_ws(region[-1])) region--;
+        if (region != p) {
+            size_t m = region ? (size_t)(region - p) : n;
+            if (!region && !done && more_calls) {
+                /* what may still become "<tool_call>", and the whitespace before it, waits */
+                m -= open_prefix_tail(p, n);
+                while (m > 0 && is_ws(p[m - 1])) m--;
+            }
+            if (!region && done && sc->n_calls > 0) /* trailing whitespace of a reply with calls */
+                while (m > 0 && is_ws(p[m - 1])) m--;
+            if (m == 0) {
+                if (!region && done) sc->pos = avail; /* only that whitespace was left */
+                return true;
+            }
             ev->kind = NX_TOOL_EV_TEXT;
             ev->off = sc->pos;
             ev->n = m;
             sc->pos += m;
             return true;
         }
-        const char *close = find(p + OPEN_LEN, n - OPEN_LEN, CLOSE);
+        const size_t lead = (size_t)(open - p);
+        const char *close = find(open + OPEN_LEN, n - lead - OPEN_LEN, CLOSE);
         if (!close) {
             if (!done) return true;
             ev->kind = NX_TOOL_EV_TEXT; /* a call the reply never closed stays content */
@@ -296,7 +312,7 @@ bool nx_srv_tool_next(nx_srv_tool_scan *sc, const nx_srv_tools *t, const char *t
         }
         const size_t block = (size_t)(close - p) + CLOSE_LEN;
         nx_srv_tool_call c;
-        if (nx_srv_tools_parse_call(t, p + OPEN_LEN, (size_t)(close - p) - OPEN_LEN, &c)) {
+        if (nx_srv_tools_parse_call(t, open + OPEN_LEN, (size_t)(close - open) - OPEN_LEN, &c)) {
             ev->kind = NX_TOOL_EV_CALL;
             ev->call = c;
             sc->n_calls++;
@@ -338,8 +354,6 @@ bool nx_srv_tools_parse(const nx_srv_tools *t, const char *text, size_t len, nx_
         }
         (*calls)[(*n_calls)++] = ev.call;
     }
-    if (*n_calls > 0)
-        while (content->len && is_ws(content->data[content->len - 1])) content->data[--content->len] = '\0';
     if (!content->data && !nx_buf_append(content, "", 0, &err)) return false;
     return true;
 }

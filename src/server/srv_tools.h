@@ -10,7 +10,8 @@
  * as JSON (a number, object, ...) and kept as a string when it is not valid JSON.  A block is a
  * call only when it parses completely and names a tool of the request; anything else (a
  * malformed block, an unknown function, a block the reply never closes) stays content.
- * Whitespace between and after calls is dropped.
+ * Whitespace right before, between and after calls is dropped (the content is the text around
+ * the calls, trimmed where a call was).
  *
  * The scanner works on a growing text (streaming): it hands out content that can no longer be
  * part of a call and each call once its block is closed, holding back a tail that may still
@@ -69,8 +70,9 @@ typedef struct nx_srv_tool_scan {
 } nx_srv_tool_scan;
 
 /* The next event from text[0, avail): NONE when nothing more can be said until more text
- * arrives (or, with done, at the end).  done: the text is complete.  False only on
- * out-of-memory. */
+ * arrives (or, with done, at the end).  done: the text is complete.  While not done, text that
+ * may still become "<tool_call>" and whitespace that may precede a call are kept back.  A call
+ * that cannot be built (out of memory) stays text.  Returns true. */
 bool nx_srv_tool_next(nx_srv_tool_scan *sc, const nx_srv_tools *t, const char *text, size_t avail, bool done,
                       nx_srv_tool_ev *ev);
 
