@@ -57,6 +57,23 @@ if (mode === "spec") {
     all.map((a) => (a.events ? textOf(a.events) : a.json?.choices[0].text)));
   check("spec: a seeded sampled request among them equals nextn run --spec mtp alone",
     smp.status === 200 && smp.json.choices[0].text === want.spec_sampled.text, [smp.json, want.spec_sampled.text]);
+  // per-request draft counts (llama-server's timings.draft_n / draft_n_accepted), and /metrics
+  // totals that are their sums
+  const timings = [r.json.timings, smp.json.timings,
+    ...all.map((a) => (a.events ? a.events.filter((e) => e !== "[DONE]" && e.timings).at(-1)?.timings : a.json?.timings))];
+  check("spec: timings.draft_n > 0 and 0 <= draft_n_accepted <= draft_n for every request",
+    timings.every((t) => t && t.draft_n > 0 && t.draft_n_accepted >= 0 && t.draft_n_accepted <= t.draft_n), timings);
+  const sum = (k) => timings.reduce((a, t) => a + (t?.[k] ?? 0), 0);
+  let m = {};
+  for (let i = 0; i < 40; i++) {
+    const text = await (await fetch(base + "/metrics", { headers: auth })).text();
+    m = Object.fromEntries(text.split("\n").filter((l) => l.startsWith("nextn:spec")).map((l) => l.split(" ")).map(([k, v]) => [k, Number(v)]));
+    if (m["nextn:spec_decode_num_draft_tokens_total"] === sum("draft_n")) break;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  check("spec: /metrics draft and accepted totals are the sums of the requests' timings",
+    m["nextn:spec_decode_num_draft_tokens_total"] === sum("draft_n") &&
+    m["nextn:spec_decode_num_accepted_tokens_total"] === sum("draft_n_accepted"), [m, sum("draft_n"), sum("draft_n_accepted")]);
   process.exit(failed);
 }
 
