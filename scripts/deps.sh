@@ -7,8 +7,9 @@ set -euo pipefail
 
 # chromium: the chat page test (tests/test_webui.sh) drives it headless
 # python3-minimal: its stdlib modules are part of the tokenizer peer-test corpus (tests/peer/)
+# nginx: the scale-out test (tests/test_serve_lb.sh) runs deploy/nginx.conf in front of two servers
 pkgs=(cmake ninja-build pkg-config gcc make libpcre2-dev libcjson-dev libmicrohttpd-dev
-      libutf8proc-dev libedit-dev libcmocka-dev clang libclang-rt-14-dev nodejs npm curl python3-minimal chromium)
+      libutf8proc-dev libedit-dev libcmocka-dev clang libclang-rt-14-dev nodejs npm curl python3-minimal chromium nginx)
 if [ "${1:-}" = "--python" ]; then
   # offline tools only: tools/reference (torch, numpy, OpenBLAS) and tools/train (corpus + regex)
   pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread bible-kjv bible-kjv-text python3-regex)
@@ -30,3 +31,8 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# the tests run nginx themselves on loopback ports: the system service the package starts (a
+# default site on port 80) is not wanted
+if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true
+fi

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# test_serve_lb.sh - scale-out recipe: two `nextn serve` replicas behind nginx with the repo's
+# deploy/nginx.conf (only its ports rewritten).  A burst of 16 greedy requests goes through nginx;
+# one replica is killed (SIGKILL) while it works, later the other is stopped (SIGTERM, after the
+# first came back); every request must still get exactly `nextn run`'s text.
+set -u
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-lb.XXXXXX")
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+model="$NEXTN_SRC/models/nextn-demo.gguf"
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$nginx" ] || { echo "FAIL: nginx is required (scripts/deps.sh installs it)"; exit 1; }
+command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
+
+# expectations from `nextn run`
+run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
+{
+  echo '{"prompts": ['
+  i=0
+  for p in "In the beginning God created" "And the LORD said unto Moses" "def main(args):"; do
+    text=$(run -p "$p" -n 48 --temp 0 --ignore-eos; printf x); text=${text%x}; text=${text%$'\n'}
+    [ $i -gt 0 ] && echo ','
+    node -e 'process.stdout.write(JSON.stringify({prompt:process.argv[1],n:48,text:process.argv[2]}))' "$p" "$text"
+    i=$((i + 1))
+  done
+  echo ']}'
+} >"$tmp/expect.json"
+
+replica() { # log, port -> starts a replica, sets $url and $pid
+  "$NEXTN" serve -m "$model" --port "$2" -np 1 -c 256 -t 1 >/dev/null 2>"$1" &
+  pid=$!
+  pids+=($pid)
+  url=""
+  for _ in $(seq 200); do grep -q "listening on" "$1" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+  url=$(grep -o 'http://[^ ]*' "$1" | head -1)
+}
+replica "$tmp/a.log" 0; url_a=$url; pid_a=$pid
+replica "$tmp/b.log" 0; url_b=$url; pid_b=$pid
+check "two replicas start" '[ -n "$url_a" ] && [ -n "$url_b" ]'
+port_a=${url_a##*:}; port_b=${url_b##*:}
+port_lb=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+
+sed -e "s/127\.0\.0\.1:8081/127.0.0.1:$port_a/" -e "s/127\.0\.0\.1:8082/127.0.0.1:$port_b/" \
+    -e "s/listen 127\.0\.0\.1:8080;/listen 127.0.0.1:$port_lb;/" "$NEXTN_SRC/deploy/nginx.conf" >"$tmp/nginx.conf"
+check "the test runs deploy/nginx.conf with only its three ports changed" \
+  '[ "$(diff "$NEXTN_SRC/deploy/nginx.conf" "$tmp/nginx.conf" | grep -c "^>")" -eq 3 ]'
+mkdir -p "$tmp/logs"
+"$nginx" -p "$tmp" -c "$tmp/nginx.conf" -g "daemon off; pid $tmp/nginx.pid; error_log $tmp/nginx.err warn;" 2>"$tmp/nginx.out" &
+pids+=($!); pid_lb=$!
+lb="http://127.0.0.1:$port_lb"
+for _ in $(seq 100); do curl -fs "$lb/health" >/dev/null 2>&1 && break; sleep 0.05; done
+check "nginx answers in front of the replicas" 'curl -fs "$lb/health" | grep -q "\"status\":\"ok\""' || cat "$tmp/nginx.out" "$tmp/nginx.err"
+
+# 1. a replica dies (SIGKILL) in the middle of the burst
+node "$NEXTN_SRC/tests/serve_lb.mjs" "$lb" "$tmp/expect.json" "$url_a" "$pid_a" SIGKILL || fail=1
+wait "$pid_a" 2>/dev/null
+# 2. it comes back on its port; the other is stopped (SIGTERM) in the middle of a burst
+replica "$tmp/a2.log" "$port_a"
+check "the killed replica restarts on its port" '[ "$url" = "$url_a" ]'
+sleep 5.5 # nginx's fail_timeout for the dead one runs out: it takes requests again
+node "$NEXTN_SRC/tests/serve_lb.mjs" "$lb" "$tmp/expect.json" "$url_b" "$pid_b" SIGTERM || fail=1
+wait "$pid_b"
+check "the stopped replica exits 0" "[ $? -eq 0 ]"
+check "the stopped replica failed what it held with 503 (nginx sent those to the other one)" \
+  'grep -q " 503 .*shutting down" "$tmp/b.log"'
+kill -TERM "$pid_lb" "$pid" 2>/dev/null
+wait "$pid_lb" "$pid" 2>/dev/null
+exit $fail
