@@ -59,7 +59,13 @@ wait "$pid_a" 2>/dev/null
 # 2. it comes back on its port; the other is stopped (SIGTERM) in the middle of a burst
 replica "$tmp/a2.log" "$port_a"
 check "the killed replica restarts on its port" '[ "$url" = "$url_a" ]'
-sleep 5.5 # nginx's fail_timeout for the dead one runs out: it takes requests again
+# nginx takes the replica back once its fail_timeout for the dead one has run out
+for _ in $(seq 100); do
+  grep -q " POST /v1/completions 200 " "$tmp/a2.log" && break
+  curl -fs -o /dev/null -H "Content-Type: application/json" -d '{"prompt": "x", "max_tokens": 1}' "$lb/v1/completions"
+  sleep 0.2
+done
+check "nginx sends requests to the restarted replica again" 'grep -q " POST /v1/completions 200 " "$tmp/a2.log"'
 node "$NEXTN_SRC/tests/serve_lb.mjs" "$lb" "$tmp/expect.json" "$url_b" "$pid_b" SIGTERM || fail=1
 wait "$pid_b"
 check "the stopped replica exits 0" "[ $? -eq 0 ]"
@@ -67,4 +73,8 @@ check "the stopped replica failed what it held with 503 (nginx sent those to the
   'grep -q " 503 .*shutting down" "$tmp/b.log"'
 kill -TERM "$pid_lb" "$pid" 2>/dev/null
 wait "$pid_lb" "$pid" 2>/dev/null
+if [ $fail -ne 0 ]; then
+  echo "--- nginx error log"; tail -20 "$tmp/nginx.err"
+  for l in a a2 b; do echo "--- replica $l (last lines)"; tail -8 "$tmp/$l.log"; done
+fi
 exit $fail
