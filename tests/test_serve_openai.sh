@@ -29,6 +29,7 @@ base=$(grep -o 'http://[^ ]*' "$tmp/serve.log" | head -1)
 check "server starts" '[ -n "$base" ]'
 [ -n "$base" ] || { cat "$tmp/serve.log"; exit 1; }
 node "$NEXTN_SRC/tests/openai/client.mjs" "$base" "$tmp/expect.json" || fail=1
-kill -TERM "${pids[-1]}"; wait "${pids[-1]}"
-check "server exits 0" "[ $? -eq 0 ]"
+kill -TERM "${pids[-1]}"; wait "${pids[-1]}"; rc=$?
+check "server exits 0" "[ $rc -eq 0 ]"
+[ $rc -eq 0 ] || tail -n 60 "$tmp/serve.log"
 exit $fail

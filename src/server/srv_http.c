@@ -590,7 +590,9 @@ static enum MHD_Result handle_model(nx_server *s, struct MHD_Connection *c, conn
         snprintf(msg, sizeof msg, "no model '%s' here; this server serves '%s'", id, s->p.model_name);
         return reply_error(s, c, cn, 404, msg);
     }
-    cJSON *list = cJSON_Parse(nx_srv_models_json(s->p.model_name, s->started, s->p.defaults.n_ctx));
+    char *all = nx_srv_models_json(s->p.model_name, s->started, s->p.defaults.n_ctx);
+    cJSON *list = cJSON_Parse(all);
+    free(all);
     cJSON *m = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(list, "data"), 0);
     cJSON_Delete(list);
     return reply_json(s, c, cn, 200, print_free(m));
