@@ -51,12 +51,24 @@ bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_co
     return true;
 }
 
+const char *const nx_cli_kv_type_names[] = {"f16", "f32", "q8_0", "q4_0", NULL};
+
+void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p) {
+    p->kv_type = (nextn_kv_type)(k >= 0 ? k : kv);
+    p->kv_type_v = (nextn_kv_type)(v >= 0 ? v : kv);
+}
+
 void nx_cli_print_memory(const char *cmd, const nextn_memory *mem, const nextn_context_params *cp) {
+    char types[32];
+    if (cp->kv_type == cp->kv_type_v) snprintf(types, sizeof types, "%s", nx_cli_kv_type_names[cp->kv_type]);
+    else
+        snprintf(types, sizeof types, "k %s, v %s", nx_cli_kv_type_names[cp->kv_type],
+                 nx_cli_kv_type_names[cp->kv_type_v]);
     fprintf(stderr,
             "nextn %s: memory: weights %.1f MiB (mmapped), KV cache %.1f MiB (%s, n_ctx %d x %d seq), "
             "recurrent state %.1f MiB\n",
-            cmd, mem->weight_bytes / NX_MIB, mem->kv_bytes / NX_MIB, cp->kv_type == NEXTN_KV_F32 ? "f32" : "f16",
-            cp->n_ctx, cp->n_seq, mem->state_bytes / NX_MIB);
+            cmd, mem->weight_bytes / NX_MIB, mem->kv_bytes / NX_MIB, types, cp->n_ctx, cp->n_seq,
+            mem->state_bytes / NX_MIB);
 }
 
 bool nx_cli_prefill(const char *cmd, nextn_context *ctx, const int32_t *ids, int32_t n, int32_t seq,

@@ -83,15 +83,14 @@ int cmd_bench(int argc, char **argv) {
         }
     const char *model_path = NULL;
     int32_t n_prompt = 512, n_gen = 128, reps = 5, n_threads = 0;
-    int kv_choice = 0;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
+    int kv_choice = 0, k_choice = -1, v_choice = -1;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--n-prompt", "-p", NX_ARG_INT, &n_prompt, "N", "prefill test: tokens in one batch, 0 skips (default 512)", 0, 1 << 20, NULL, false},
         {"--n-gen", "-n", NX_ARG_INT, &n_gen, "N", "decode test: single-token steps, 0 skips (default 128)", 0, 1 << 20, NULL, false},
         {"--repetitions", "-r", NX_ARG_INT, &reps, "N", "timed runs per test (default 5)", 1, 1000, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
     };
     int rc = nx_args_parse(CMD, "-m FILE [-p 512] [-n 128] [-r 5] [-t N]", args, NX_ARGS_LEN(args), argc, argv);
     if (rc == NX_ARGS_HELP) return 0;
@@ -111,7 +110,7 @@ int cmd_bench(int argc, char **argv) {
     cp.n_ctx = n_prompt > n_gen ? n_prompt : n_gen;
     cp.n_seq = 1;
     cp.n_threads = n_threads;
-    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
     if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
     int32_t n_ids = n_prompt > n_gen ? n_prompt : n_gen;
     ids = malloc((size_t)n_ids * sizeof *ids);

@@ -345,13 +345,12 @@ static bool command(chat_session *cs, const char *line) {
 int cmd_chat(int argc, char **argv) {
     const char *model_path = NULL, *system = NULL, *system_file = NULL, *chat_format = NULL;
     int32_t n_predict = -1, n_threads = 0, n_ctx = 4096;
-    int kv_choice = 0, spec_choice = 0;
+    int kv_choice = 0, k_choice = -1, v_choice = -1, spec_choice = 0;
     bool think = false, no_think = false, no_mtp = false, no_adaptive = false, no_normalize = false, verbose = false,
          no_history = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
-    static const char *const kv_types[] = {"f16", "f32", NULL};
     static const char *const spec_types[] = {"none", "mtp", NULL};
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
@@ -362,7 +361,7 @@ int cmd_chat(int argc, char **argv) {
         {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "reply tokens at most, -1 until end of generation or a full context (default -1)", -1, 1e9, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens: the whole conversation (default 4096)", 16, 1 << 24, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "chat format instead of the model's template (chatml)", 0, 0, NULL, false},
         {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
         {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "top-k, 0 off (default 40)", 0, 1e9, NULL, false},
@@ -426,7 +425,7 @@ int cmd_chat(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_seq = 1;
     cp.n_threads = n_threads;
-    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
     if (!nextn_spec_create(&gen, model, &cp, &spec, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;

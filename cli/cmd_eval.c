@@ -17,8 +17,7 @@
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *prompt = NULL, *out_path = NULL;
     int32_t n_batch = 128, n_threads = 0; /* 128 rows of logits: 127 MB at a 248k vocabulary */
-    int kv_choice = 0;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
+    int kv_choice = 0, k_choice = -1, v_choice = -1;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--tokens", NULL, NX_ARG_STRING, &tokens_arg, "IDS", "input token ids, e.g. 1,2,3", 0, 0, NULL, false},
@@ -26,7 +25,7 @@ int cmd_eval(int argc, char **argv) {
         {"--dump-logits", "-o", NX_ARG_STRING, &out_path, "OUT", "write float32 logits [n_tokens][n_vocab] here (required)", 0, 0, NULL, false},
         {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call (default 128)", 1, 1 << 20, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
     };
     int rc = nx_args_parse(CMD, "-m FILE (--tokens IDS | -p TEXT) --dump-logits OUT [-b N]", args, NX_ARGS_LEN(args),
                            argc, argv);
@@ -75,7 +74,7 @@ int cmd_eval(int argc, char **argv) {
     cp.n_ctx = n;
     cp.n_seq = 1;
     cp.n_threads = n_threads;
-    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
     if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
     if (n_batch > n) n_batch = n;
     pos = malloc((size_t)n_batch * sizeof *pos);

@@ -37,9 +37,8 @@ static double nll_of(const float *logits, int32_t n_vocab, int32_t target) {
 int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *tokens_arg = NULL;
     int32_t n_ctx = 512, n_batch = 2048, n_threads = 0, n_chunks_max = -1;
-    int kv_choice = 0;
+    int kv_choice = 0, k_choice = -1, v_choice = -1;
     bool no_normalize = false;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--file", "-f", NX_ARG_STRING, &text_path, "TEXT", "text file to score", 0, 0, NULL, false},
@@ -48,7 +47,7 @@ int cmd_perplexity(int argc, char **argv) {
         {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call (default 2048)", 1, 1 << 22, NULL, false},
         {"--chunks", NULL, NX_ARG_INT, &n_chunks_max, "N", "score at most N chunks (default all)", -1, 1 << 30, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the text's bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)", 0, 0, NULL, false},
     };
     int rc = nx_args_parse(CMD, "-m FILE -f TEXT [-c 512] [-b 2048]", args, NX_ARGS_LEN(args), argc, argv);
@@ -116,7 +115,7 @@ int cmd_perplexity(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_seq = n_seq;
     cp.n_threads = n_threads;
-    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
     if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
     nextn_memory mem;
     nextn_context_memory(ctx, &mem);

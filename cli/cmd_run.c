@@ -24,11 +24,10 @@ static void write_text(const char *s, size_t n) {
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *tokens_arg = NULL, *chat_format = NULL;
     int32_t n_predict = 128, n_threads = 0, n_ctx = 4096;
-    int kv_choice = 0;
+    int kv_choice = 0, k_choice = -1, v_choice = -1;
     bool chat = false, no_display_prompt = false, ignore_eos = false, print_ids = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
-    static const char *const kv_types[] = {"f16", "f32", NULL};
     static const char *const spec_types[] = {"none", "mtp", NULL};
     int spec_choice = 0;
     nextn_spec_params spec = nextn_spec_default_params();
@@ -40,7 +39,7 @@ int cmd_run(int argc, char **argv) {
         {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "tokens to generate, -1 until EOG or a full context (default 128)", -1, 1e9, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens (default 4096)", 1, 1 << 24, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
         {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "top-k, 0 off (default 40)", 0, 1e9, NULL, false},
         {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "top-p, 1 off (default 0.95)", 0, 1, NULL, false},
@@ -159,7 +158,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_seq = 1;
     cp.n_threads = n_threads;
-    cp.kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16;
+    nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
     if (spec_choice != 1) { /* speculative decoding creates its own target context (with rollback slots) */
         if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
         nextn_memory mem;

@@ -20,13 +20,12 @@ int cmd_serve(int argc, char **argv) {
     int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
     int32_t max_body_mb = 16, timeout_s = 30;
     const char *cors = NULL;
-    int kv_choice = 0, spec_choice = 0;
+    int kv_choice = 0, k_choice = -1, v_choice = -1, spec_choice = 0;
     bool no_think = false, no_adaptive = false, no_cache = false, no_webui = false;
     int32_t n_ckpt = 8, ckpt_every = 256;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
-    static const char *const kv_types[] = {"f16", "f32", NULL};
     static const char *const spec_types[] = {"none", "mtp", NULL};
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
@@ -36,7 +35,7 @@ int cmd_serve(int argc, char **argv) {
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "positions per slot: prompt + generation (default 4096)", 2, 1 << 24, NULL, false},
         {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call at most (default 512)", 1, 1 << 16, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "default max_tokens, -1 until EOG or a full slot (default -1)", -1, 1e9, NULL, false},
         {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "default temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
         {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "default top-k, 0 off (default 40)", 0, 1e9, NULL, false},
@@ -98,7 +97,8 @@ int cmd_serve(int argc, char **argv) {
         .max_body = (size_t)max_body_mb << 20,
         .no_webui = no_webui,
         .engine = {.n_slots = n_slots, .n_ctx = n_ctx, .n_batch = n_batch, .n_threads = n_threads,
-                   .kv_type = kv_choice == 1 ? NEXTN_KV_F32 : NEXTN_KV_F16, .max_queue = max_queue,
+                   .kv_type = (nextn_kv_type)(k_choice >= 0 ? k_choice : kv_choice),
+                   .kv_type_v = (nextn_kv_type)(v_choice >= 0 ? v_choice : kv_choice), .max_queue = max_queue,
                    .spec = spec_choice == 1, .spec_params = spec,
                    .no_cache = no_cache, .n_ckpt = n_ckpt, .ckpt_every = ckpt_every},
         .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think},

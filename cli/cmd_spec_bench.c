@@ -138,6 +138,7 @@ static bool make_ctx(const options *o, const nx_model *m, int32_t n_ctx, int32_t
     p.n_seq = (int32_t)o->seqs;
     p.n_snapshots = n_snap;
     p.kv_type = o->kv;
+    p.kv_type_v = o->kv;
     return nx_ctx_create(out, m, &p, pool, err);
 }
 
@@ -198,7 +199,7 @@ static bool time_draft_step(const options *o, const nx_mtp_head *head, const int
     int32_t *pos = malloc((size_t)(n_prompt + 1) * sizeof *pos);
     bool ok = h && full && pos;
     if (!ok) nx_fail(err, "out of memory");
-    ok = ok && nx_mtp_create(&m, head, n_prompt + 2, 1, o->kv, pool, err) && nx_sampler_create(&smp, V, &gp, err);
+    ok = ok && nx_mtp_create(&m, head, n_prompt + 2, 1, o->kv, o->kv, pool, err) && nx_sampler_create(&smp, V, &gp, err);
     for (int32_t i = 0; ok && i <= n_prompt; i++) pos[i] = i;
     for (int32_t i = 0; ok && i < n_prompt * E; i++) h[i] = (float)((i * 37) % 17) - 8.0f; /* any hidden rows */
     for (int32_t i = 0; ok && i < V; i++) full[i] = -INFINITY;
@@ -411,7 +412,7 @@ int cmd_spec_bench(int argc, char **argv) {
             }
         }
         ok = make_ctx(&o, model, n_ctx, (int32_t)o.draft_max, pool, &c2, &err) &&
-             nx_mtp_create(&m, head, n_ctx, S, o.kv, pool, &err) &&
+             nx_mtp_create(&m, head, n_ctx, S, o.kv, o.kv, pool, &err) &&
              decode(&o, c2, m, prompt, n_prompt, oracle, spec_out, &sr, &err);
         nx_mtp_free(m);
         nx_ctx_free(c2);

@@ -94,15 +94,19 @@ nextn_tokenizer *nextn_model_tokenizer(const nextn_model *model);
 
 /* ---- context ----------------------------------------------------------------------------- */
 
-typedef enum nextn_kv_type { NEXTN_KV_F16 = 0, NEXTN_KV_F32 = 1 } nextn_kv_type;
+/* Attention cache element types.  Q8_0 / Q4_0 store each position's K (or V) row in blocks of 32
+ * values with one f16 scale (ggml's q8_0 / q4_0 layouts: 8.5 / 4.5 bits per value) and need the
+ * model's head_dim to be a multiple of 32. */
+typedef enum nextn_kv_type { NEXTN_KV_F16 = 0, NEXTN_KV_F32 = 1, NEXTN_KV_Q8_0 = 2, NEXTN_KV_Q4_0 = 3 } nextn_kv_type;
 
 typedef struct nextn_context_params {
     int32_t n_ctx;             /* positions per sequence (default 4096) */
     int32_t n_seq;             /* sequences (default 1) */
     int32_t n_threads;         /* <= 0: NEXTN_THREADS or the number of CPUs */
-    nextn_kv_type kv_type;     /* attention cache type (default F16) */
+    nextn_kv_type kv_type;     /* attention K cache type (default F16) */
     int32_t n_snapshots;       /* recurrent-state snapshots per sequence (default 0): after a batch,
                                 * truncating up to this many of its last tokens is O(1) */
+    nextn_kv_type kv_type_v;   /* attention V cache type (default F16) */
 } nextn_context_params;
 
 typedef struct nextn_memory {

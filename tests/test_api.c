@@ -107,11 +107,13 @@ static void test_info_and_context(void **state) {
     nextn_context_memory(c, &mem);
     assert_true(mem.kv_bytes > 0 && mem.state_bytes > 0);
     assert_int_equal(mem.weight_bytes, info.weight_bytes);
-    /* f32 KV is twice the f16 one */
+    /* f32 KV is twice the f16 one; a q8_0 cell row is kv_dim/32 blocks of 34 bytes (34/64 of f16),
+     * q4_0 blocks of 18 bytes (18/64); K and V types count separately */
     nextn_context_params p = nextn_context_default_params();
     p.n_ctx = 64;
     p.n_seq = 2;
     p.kv_type = NEXTN_KV_F32;
+    p.kv_type_v = NEXTN_KV_F32;
     nextn_context *c32;
     nextn_error err;
     assert_true(nextn_context_create(&c32, model, &p, &err));
@@ -119,6 +121,22 @@ static void test_info_and_context(void **state) {
     nextn_context_memory(c32, &mem32);
     assert_int_equal(mem32.kv_bytes, 2 * mem.kv_bytes);
     nextn_context_free(c32);
+    const struct { nextn_kv_type k, v; uint64_t num; } q[] = {
+        {NEXTN_KV_Q8_0, NEXTN_KV_Q8_0, 34 + 34}, {NEXTN_KV_Q4_0, NEXTN_KV_Q4_0, 18 + 18}, {NEXTN_KV_Q8_0, NEXTN_KV_F16, 34 + 64},
+        {NEXTN_KV_F32, NEXTN_KV_Q4_0, 128 + 18}};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        p.kv_type = q[i].k;
+        p.kv_type_v = q[i].v;
+        assert_true(nextn_context_create(&c32, model, &p, &err));
+        nextn_context_memory(c32, &mem32);
+        assert_int_equal(mem32.kv_bytes * 128, mem.kv_bytes * q[i].num);
+        nextn_context_free(c32);
+    }
+    p.kv_type = NEXTN_KV_F16;
+    p.kv_type_v = (nextn_kv_type)9;
+    assert_false(nextn_context_create(&c32, model, &p, &err));
+    if (!strstr(err.msg, "kv_type_v 9")) fail_msg("unexpected message: %s", err.msg);
+    p.kv_type_v = NEXTN_KV_F16;
     nextn_context_free(c);
     /* bad parameters are refused with a message */
     p.n_ctx = 0;

@@ -83,6 +83,7 @@ static void check_logits(const char *gguf, const char *ref_bin, double tol) {
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = 64;
     cp.kv_type = NX_KV_F32;
+    cp.kv_type_v = NX_KV_F32;
     nx_ctx *ctx;
     if (!nx_ctx_create(&ctx, m, &cp, pool, &err)) fail_msg("ctx: %s", err.msg);
     for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
@@ -126,6 +127,7 @@ static void check_mtp_logits(const char *gguf, const char *mtp_file, const char 
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = 64;
     cp.kv_type = NX_KV_F32;
+    cp.kv_type_v = NX_KV_F32;
     nx_ctx *ctx;
     if (!nx_ctx_create(&ctx, m, &cp, pool, &err)) fail_msg("ctx: %s", err.msg);
     for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
@@ -139,7 +141,7 @@ static void check_mtp_logits(const char *gguf, const char *mtp_file, const char 
     if (!nx_mtp_head_open(&head, m, gguf, mtp_file, notice, sizeof notice, &err)) fail_msg("mtp head: %s", err.msg);
     if (!head) fail_msg("no MTP head: %s", notice);
     nx_mtp *mtp;
-    if (!nx_mtp_create(&mtp, head, 64, 1, NX_KV_F32, pool, &err)) fail_msg("mtp: %s", err.msg);
+    if (!nx_mtp_create(&mtp, head, 64, 1, NX_KV_F32, NX_KV_F32, pool, &err)) fail_msg("mtp: %s", err.msg);
     if (!nx_mtp_forward(mtp, n, tok, pos, NULL, hprev, want, &err)) fail_msg("mtp forward: %s", err.msg);
     double worst = 0;
     for (int r = 0; r < n; r++) {

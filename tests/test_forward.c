@@ -365,6 +365,73 @@ static void test_two_sequences_in_one_batch_equal_each_alone(void **state) {
     nx_ctx_free(one);
 }
 
+/* Quantized caches (q8_0 / q4_0 K and V): every row's logits are bit-identical whether the rows
+ * come one at a time, as a prompt batch, or as verify-like chunks of 4 (the speculative
+ * exactness rests on it), with the AVX-512 kernels and with the plain C ones.  The cache really
+ * is quantized: the logits differ from the f16 cache's, but only by quantization noise. */
+static void test_quantized_cache_batch_invariant(void **state) {
+    fixture *f = *state;
+    enum { N = 18 };
+    const int V = (int)f->model.hp.n_vocab;
+    int32_t toks[N];
+    gen_tokens(toks, N, 31, V);
+    float *ref = malloc((size_t)N * V * sizeof(float)), *f16l = malloc((size_t)N * V * sizeof(float));
+    nx_ctx *h = tu_tiny_ctx(f, 64, 1, 0, NX_KV_F16);
+    for (int i = 0; i < N; i++) {
+        tu_decode(h, 0, toks + i, 1);
+        memcpy(f16l + (size_t)i * V, nx_ctx_logits(h, 0), (size_t)V * sizeof(float));
+    }
+    nx_ctx_free(h);
+    const nx_kv_type types[] = {NX_KV_Q8_0, NX_KV_Q4_0};
+    for (int ti = 0; ti < 2; ti++)
+        for (int simd = 0; simd < 2; simd++) {
+            if (simd && nx_cpu_isa() < NX_ISA_AVX512) continue;
+            nx_ctx *one = tu_tiny_ctx(f, 64, 1, 0, types[ti]), *bat = tu_tiny_ctx(f, 64, 1, 0, types[ti]);
+            one->run.avx512 = bat->run.avx512 = simd;
+            for (int i = 0; i < N; i++) {
+                tu_decode(one, 0, toks + i, 1);
+                memcpy(ref + (size_t)i * V, nx_ctx_logits(one, 0), (size_t)V * sizeof(float));
+            }
+            const int cuts[] = {0, 7, 11, 15, N}; /* a prompt of 7, then chunks of 4, 4, 3 */
+            for (int k = 0; k < 4; k++) {
+                tu_decode(bat, 0, toks + cuts[k], cuts[k + 1] - cuts[k]);
+                for (int i = cuts[k]; i < cuts[k + 1]; i++)
+                    if (memcmp(nx_ctx_logits(bat, i - cuts[k]), ref + (size_t)i * V, (size_t)V * sizeof(float)))
+                        fail_msg("%s cache, %s kernels: row %d of a batch differs from the 1-row decode",
+                                 nx_kv_type_name(types[ti]), simd ? "AVX-512" : "plain", i);
+            }
+            const double d = tu_max_abs_diff(ref + (size_t)(N - 1) * V, f16l + (size_t)(N - 1) * V, V);
+            /* step / max of a block: 1/127 (q8_0), 1/8 (q4_0); logits here are O(1): 0.0045 / 0.086 seen */
+            if (!(d > 0.0 && d < (types[ti] == NX_KV_Q8_0 ? 0.03 : 0.4)))
+                fail_msg("%s cache: last logits differ from the f16 cache's by %g (want quantization noise)",
+                         nx_kv_type_name(types[ti]), d);
+            nx_ctx_free(one);
+            nx_ctx_free(bat);
+        }
+    free(ref);
+    free(f16l);
+}
+
+/* A quantized cache type needs head_dim % 32 == 0: the error names the field and the limit. */
+static void test_quantized_cache_needs_head_dim_multiple_of_32(void **state) {
+    fixture *f = *state;
+    const uint32_t D = f->model.hp.head_dim;
+    f->model.hp.head_dim = 80;
+    nx_ctx_params p = nx_ctx_default_params();
+    p.n_ctx = 16;
+    p.kv_type_v = NX_KV_Q4_0;
+    nx_ctx *c = NULL;
+    nx_err err;
+    const bool ok = nx_ctx_create(&c, &f->model, &p, f->pool, &err);
+    f->model.hp.head_dim = D;
+    assert_false(ok);
+    if (!strstr(err.msg, "kv_type_v q4_0") || !strstr(err.msg, "multiple of 32") || !strstr(err.msg, "80"))
+        fail_msg("unexpected message: %s", err.msg);
+    p.kv_type_v = (nx_kv_type)7;
+    assert_false(nx_ctx_create(&c, &f->model, &p, f->pool, &err));
+    assert_non_null(strstr(err.msg, "kv_type_v 7"));
+}
+
 static void test_logits_only_for_requested_rows(void **state) {
     fixture *f = *state;
     nx_ctx *c = tu_tiny_ctx(f, 64, 1, 0, NX_KV_F16);
@@ -426,6 +493,8 @@ int main(void) {
         cmocka_unit_test(test_two_sequences_in_one_batch_equal_each_alone),
         cmocka_unit_test(test_logits_only_for_requested_rows),
         cmocka_unit_test(test_bad_batches_are_rejected_clearly),
+        cmocka_unit_test(test_quantized_cache_batch_invariant),
+        cmocka_unit_test(test_quantized_cache_needs_head_dim_multiple_of_32),
     };
     const struct CMUnitTest moe_tests[] = {
         cmocka_unit_test(test_batch_equals_token_by_token),

@@ -40,6 +40,7 @@ static void run_prompt(const nx_model *m, float *out) {
     nx_ctx_params p = nx_ctx_default_params();
     p.n_ctx = 16;
     p.kv_type = NX_KV_F32;
+    p.kv_type_v = NX_KV_F32;
     nx_ctx *c;
     nx_err err;
     if (!nx_ctx_create(&c, m, &p, pool, &err)) fail_msg("%s", err.msg);

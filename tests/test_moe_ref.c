@@ -70,6 +70,7 @@ static void check(const char *fixture, const char *ref_logits, const char *ref_m
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = 64;
     cp.kv_type = NX_KV_F32;
+    cp.kv_type_v = NX_KV_F32;
     nx_ctx *ctx;
     if (!nx_ctx_create(&ctx, m, &cp, pool, &err)) fail_msg("ctx: %s", err.msg);
     for (int i = 0; i < n; i++) pos[i] = i, want[i] = 1;
@@ -86,7 +87,7 @@ static void check(const char *fixture, const char *ref_logits, const char *ref_m
     char notice[256];
     if (!nx_mtp_head_open(&head, m, out, NULL, notice, sizeof notice, &err) || !head) fail_msg("mtp head: %s", err.msg);
     nx_mtp *mtp;
-    if (!nx_mtp_create(&mtp, head, 64, 1, NX_KV_F32, pool, &err)) fail_msg("mtp: %s", err.msg);
+    if (!nx_mtp_create(&mtp, head, 64, 1, NX_KV_F32, NX_KV_F32, pool, &err)) fail_msg("mtp: %s", err.msg);
     if (!nx_mtp_forward(mtp, n, tok, pos, NULL, hprev, want, &err)) fail_msg("mtp forward: %s", err.msg);
     for (int r = 0; r < n; r++) memcpy(lg + (size_t)r * N_VOCAB, nx_mtp_logits(mtp, r), N_VOCAB * sizeof(float));
     const double dm = compare(fixture, lg, refm, n);

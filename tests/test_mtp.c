@@ -160,7 +160,7 @@ static void test_mtp_matches_naive(void **state) {
     assert_true(nx_mtp_head_open(&head, &f->model, NULL, NULL, notice, sizeof notice, &err));
     assert_non_null(head);
     nx_mtp *m;
-    if (!nx_mtp_create(&m, head, 32, 2, NX_KV_F32, f->pool, &err)) fail_msg("%s", err.msg);
+    if (!nx_mtp_create(&m, head, 32, 2, NX_KV_F32, NX_KV_F32, f->pool, &err)) fail_msg("%s", err.msg);
     const int E = (int)f->model.hp.n_embd, V = (int)f->model.hp.n_vocab, KV = (int)nx_hp_kv_dim(&f->model.hp);
     naive nv[2];
     for (int s = 0; s < 2; s++) {
@@ -234,7 +234,7 @@ static void test_mtp_bad_batch(void **state) {
     char notice[256];
     assert_true(nx_mtp_head_open(&head, &f->model, NULL, NULL, notice, sizeof notice, &err));
     nx_mtp *m;
-    assert_true(nx_mtp_create(&m, head, 8, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, head, 8, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     float h[256] = {0};
     int32_t tok = 5, pos = 3, seq = 0;
     assert_false(nx_mtp_forward(m, 1, &tok, &pos, &seq, h, NULL, &err));
@@ -300,8 +300,8 @@ static void mtp_files(fixture *f, const char *preset, int L) {
     assert_true(nx_mtp_head_open(&hf, fm, full, NULL, notice, sizeof notice, &err));
     assert_ptr_equal(hf->src, fm);
     nx_mtp *a, *b;
-    assert_true(nx_mtp_create(&a, h, 8, 1, NX_KV_F32, f->pool, &err));
-    assert_true(nx_mtp_create(&b, hf, 8, 1, NX_KV_F32, f->pool, &err));
+    assert_true(nx_mtp_create(&a, h, 8, 1, NX_KV_F32, NX_KV_F32, f->pool, &err));
+    assert_true(nx_mtp_create(&b, hf, 8, 1, NX_KV_F32, NX_KV_F32, f->pool, &err));
     float hid[256];
     for (int i = 0; i < 256; i++) hid[i] = (float)sin(i);
     int32_t tok = 42, pos = 0, seq = 0;

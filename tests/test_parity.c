@@ -228,6 +228,7 @@ static void run_case(const pcase *c, const nx_model *model) {
     cp.n_seq = max_seq + 1;
     cp.n_snapshots = 0;
     cp.kv_type = NX_KV_F32;
+    cp.kv_type_v = NX_KV_F32;
     nx_ctx *ctx;
     nx_err err;
     if (!nx_ctx_create(&ctx, model, &cp, pool, &err)) fail_msg("%s: %s", c->name, err.msg);
@@ -239,7 +240,7 @@ static void run_case(const pcase *c, const nx_model *model) {
     float *pending = NULL, *hrows = NULL;
     if (c->mtp) {
         if (!nx_mtp_head_from_model(&head, model, model, c->model, &err)) fail_msg("%s: %s", c->name, err.msg);
-        if (!nx_mtp_create(&mtp, &head, cp.n_ctx, cp.n_seq, NX_KV_F32, pool, &err)) fail_msg("%s: %s", c->name, err.msg);
+        if (!nx_mtp_create(&mtp, &head, cp.n_ctx, cp.n_seq, NX_KV_F32, NX_KV_F32, pool, &err)) fail_msg("%s: %s", c->name, err.msg);
         pending = calloc((size_t)cp.n_seq * model->hp.n_embd, sizeof(float));
         hrows = calloc((size_t)c->chunk * model->hp.n_embd, sizeof(float));
         assert_non_null(pending);

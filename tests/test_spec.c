@@ -172,7 +172,7 @@ static driver open_driver_on(fixture *f, nx_pool *pool, int n_seq, int N, bool a
     sp.adaptive = adaptive;
     sp.penalize_prompt = true;
     if (!nx_ctx_create(&d.c, &f->model, &cp, pool, &err) ||
-        !nx_mtp_create(&d.m, f->head, NCTX, n_seq, NX_KV_F16, pool, &err) || !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
+        !nx_mtp_create(&d.m, f->head, NCTX, n_seq, NX_KV_F16, NX_KV_F16, pool, &err) || !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
         fail_msg("%s", err.msg);
     return d;
 }
@@ -492,7 +492,7 @@ static void spec_sampling_pit(fixture *f, const nx_mtp_head *head, const char *l
     nx_ctx *c;
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, head, 16, S, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, head, 16, S, NX_KV_F16, NX_KV_F16, f->pool, &err));
     int32_t *pairs = calloc((size_t)S * ROUNDS * 2, sizeof *pairs);
     int64_t n_acc = 0, n_draft = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -596,7 +596,7 @@ static void test_cost_model_falls_back(void **state) {
     nx_ctx *c;
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 256, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 256, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = 4;
     nx_spec *s;
@@ -655,7 +655,7 @@ static void test_cost_model_recovers(void **state) {
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
     assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 512, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 512, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     const int32_t V = (int32_t)f->model.hp.n_vocab;
     int32_t prompt[2] = {3, 4}, *truth = malloc((G + 8) * sizeof *truth), *oracle = malloc((G + 8) * sizeof *oracle);
     int32_t pos2[2] = {0, 1};
@@ -763,7 +763,7 @@ static double correlated_rate(fixture *f, const int32_t *truth, int32_t N, bool 
     nx_ctx *c;
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, G + 32, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, G + 32, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     const int32_t V = (int32_t)f->model.hp.n_vocab;
     int32_t prompt[2] = {3, 4}, oracle[G + 16];
     oracle[0] = prompt[0];
@@ -899,8 +899,8 @@ static void test_draft_vocab_head_logits(void **state) {
     nx_mtp_head *red = head_with_vocab(f, ids, K);
     nx_err err;
     nx_mtp *mf, *mr;
-    assert_true(nx_mtp_create(&mf, f->head, 16, 2, NX_KV_F32, f->pool, &err));
-    assert_true(nx_mtp_create(&mr, red, 16, 2, NX_KV_F32, f->pool, &err));
+    assert_true(nx_mtp_create(&mf, f->head, 16, 2, NX_KV_F32, NX_KV_F32, f->pool, &err));
+    assert_true(nx_mtp_create(&mr, red, 16, 2, NX_KV_F32, NX_KV_F32, f->pool, &err));
     assert_int_equal(nx_mtp_n_logits(mf), V);
     assert_null(nx_mtp_logit_ids(mf));
     assert_int_equal(nx_mtp_n_logits(mr), K);
@@ -952,7 +952,7 @@ static void run_trace(fixture *f, const nx_mtp_head *head, const int32_t *prompt
     nx_ctx *c;
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, head, 48, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, head, 48, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = N;
     sp.adaptive = false;
@@ -1094,7 +1094,7 @@ static void test_bad_params(void **state) {
     nx_ctx *c;
     nx_mtp *m;
     assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 16, 1, NX_KV_F16, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 16, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     nx_spec_params sp = nx_spec_default_params();
     nx_spec *s;
     sp.draft_max = 3;

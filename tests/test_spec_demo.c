@@ -191,7 +191,7 @@ static void spec_group_as(fixture *f, const nx_mtp_head *head, int p0, int n_seq
     nx_mtp *m;
     nx_spec *s;
     if (!nx_ctx_create(&c, f->model, &cp, f->pool, &err)) fail_msg("%s", err.msg);
-    if (!nx_mtp_create(&m, head, NCTX, n_seq, NX_KV_F16, f->pool, &err)) fail_msg("%s", err.msg);
+    if (!nx_mtp_create(&m, head, NCTX, n_seq, NX_KV_F16, NX_KV_F16, f->pool, &err)) fail_msg("%s", err.msg);
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = N;
     sp.adaptive = adaptive;

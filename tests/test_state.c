@@ -58,17 +58,23 @@ static int teardown(void **state) {
     return 0;
 }
 
-static nextn_context *make_ctx(const nextn_model *m, int32_t n_ctx, int32_t n_seq, nextn_kv_type kv, int32_t snaps) {
+static nextn_context *make_ctx_kv(const nextn_model *m, int32_t n_ctx, int32_t n_seq, nextn_kv_type kv,
+                                  nextn_kv_type kv_v, int32_t snaps) {
     nextn_context_params p = nextn_context_default_params();
     p.n_ctx = n_ctx;
     p.n_seq = n_seq;
     p.n_threads = 2;
     p.kv_type = kv;
+    p.kv_type_v = kv_v;
     p.n_snapshots = snaps;
     nextn_context *c;
     nextn_error err;
     if (!nextn_context_create(&c, m, &p, &err)) fail_msg("%s", err.msg);
     return c;
+}
+
+static nextn_context *make_ctx(const nextn_model *m, int32_t n_ctx, int32_t n_seq, nextn_kv_type kv, int32_t snaps) {
+    return make_ctx_kv(m, n_ctx, n_seq, kv, kv, snaps);
 }
 
 static int32_t argmax(const float *x, int32_t n) {
@@ -216,6 +222,50 @@ static void test_plain_full(void **state) {
 
 /* In place: the sequence goes on 20 tokens past the state, the state brings it back (cells cut
  * to its position); continuing equals the uninterrupted run.  Misuse is refused. */
+/* Quantized cache (q8_0 K, q4_0 V): a FULL state saved to a file and restored into a fresh
+ * context of the same types continues bit-identically (the cells travel as stored); contexts of
+ * other cache types refuse it. */
+static void test_quantized_cache_state(void **state) {
+    (void)state;
+    enum { NP = 40, G = 12 };
+    int32_t prompt[NP], ref[G], got[G];
+    float *ref_lg = malloc((size_t)G * VOCAB_TINY * sizeof(float)), *lg = malloc((size_t)G * VOCAB_TINY * sizeof(float));
+    random_tokens(prompt, NP, 23);
+    nextn_error err;
+    nextn_context *c = make_ctx_kv(tiny, NCTX, 1, NEXTN_KV_Q8_0, NEXTN_KV_Q4_0, 0);
+    decode(c, 0, prompt, NP);
+    nextn_state *st = NULL;
+    assert_true(nextn_state_take(&st, c, 0, NEXTN_STATE_FULL, &err));
+    greedy(c, 0, G, ref, ref_lg);
+    const char *path = tu_tmp_path("q.nxs");
+    assert_true(nextn_state_save(st, path, &err));
+    nextn_state *ld = NULL;
+    if (!nextn_state_load(&ld, tiny, path, &err)) fail_msg("%s", err.msg);
+    nextn_context *c2 = make_ctx_kv(tiny, NCTX, 1, NEXTN_KV_Q8_0, NEXTN_KV_Q4_0, 0);
+    if (!nextn_state_restore(c2, 0, ld, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(nextn_n_past(c2, 0), NP);
+    decode(c2, 0, ref, 1); /* ref[0] came from the prompt's last row; its own logits chose ref[1] */
+    greedy(c2, 0, G - 1, got + 1, lg + VOCAB_TINY);
+    got[0] = ref[0];
+    assert_memory_equal(got, ref, G * sizeof(int32_t));
+    assert_memory_equal(lg + VOCAB_TINY, ref_lg + VOCAB_TINY, (size_t)(G - 1) * VOCAB_TINY * sizeof(float));
+    nextn_context_free(c2);
+    const nextn_kv_type others[][2] = {{NEXTN_KV_F16, NEXTN_KV_F16}, {NEXTN_KV_Q8_0, NEXTN_KV_Q8_0},
+                                       {NEXTN_KV_Q4_0, NEXTN_KV_Q4_0}, {NEXTN_KV_Q4_0, NEXTN_KV_Q8_0}};
+    for (int i = 0; i < 4; i++) {
+        c2 = make_ctx_kv(tiny, NCTX, 1, others[i][0], others[i][1], 0);
+        assert_false(nextn_state_restore(c2, 0, ld, &err));
+        assert_non_null(strstr(err.msg, "cache type"));
+        nextn_context_free(c2);
+    }
+    nextn_state_free(ld);
+    nextn_state_free(st);
+    remove(path);
+    nextn_context_free(c);
+    free(ref_lg);
+    free(lg);
+}
+
 static void test_plain_in_place(void **state) {
     (void)state;
     enum { NP = 30 };
@@ -622,9 +672,9 @@ static void test_file_errors(void **state) {
     assert_true(write_bytes(bad, b2, n));
     expect_load_error(bad, tiny, "not a nextn state file");
     memcpy(b2, b, n);
-    b2[8] = 2;
+    b2[8] = 3;
     assert_true(write_bytes(bad, b2, n));
-    expect_load_error(bad, tiny, "format version 2");
+    expect_load_error(bad, tiny, "format version 3");
     /* a missing file */
     expect_load_error(tu_tmp_path("missing.nxs"), tiny, "cannot open");
     /* the good file still loads and restores */
@@ -648,6 +698,7 @@ int main(void) {
         cmocka_unit_test(test_spec_states),
         cmocka_unit_test(test_spec_sampled),
         cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_quantized_cache_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

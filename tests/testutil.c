@@ -92,6 +92,7 @@ nx_ctx *tu_tiny_ctx(tu_tiny *t, int n_ctx, int n_seq, int n_snap, nx_kv_type kv)
     p.n_seq = n_seq;
     p.n_snapshots = n_snap;
     p.kv_type = kv;
+    p.kv_type_v = kv;
     nx_ctx *c;
     nx_err err;
     if (!nx_ctx_create(&c, &t->model, &p, t->pool, &err)) fail_msg("%s", err.msg);

@@ -151,8 +151,29 @@ const nextn_model *nx_api_ctx_model(const nextn_context *c) { return c->model; }
 
 /* ---- context ----------------------------------------------------------------------------- */
 
+bool nx_api_kv_types_ok(const nextn_model *m, const nextn_context_params *p, nextn_error *err) {
+    for (int i = 0; i < 2; i++) {
+        const int t = (int)(i ? p->kv_type_v : p->kv_type);
+        const char *field = i ? "kv_type_v" : "kv_type";
+        char msg[200];
+        if (!nx_kv_type_valid(t)) {
+            snprintf(msg, sizeof msg, "context: %s %d is not one of NEXTN_KV_F16, NEXTN_KV_F32, NEXTN_KV_Q8_0, "
+                     "NEXTN_KV_Q4_0", field, t);
+            return fail(err, msg);
+        }
+        const uint32_t D = m->model->hp.head_dim, blk = (uint32_t)nx_kv_type_block((nx_kv_type)t);
+        if (D % blk) {
+            snprintf(msg, sizeof msg, "context: %s %s needs the model's head_dim (%u) to be a multiple of %u", field,
+                     nx_kv_type_name((nx_kv_type)t), D, blk);
+            return fail(err, msg);
+        }
+    }
+    return true;
+}
+
 nextn_context_params nextn_context_default_params(void) {
-    nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16, .n_snapshots = 0};
+    nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16, .n_snapshots = 0,
+                             .kv_type_v = NEXTN_KV_F16};
     return p;
 }
 
@@ -161,8 +182,7 @@ bool nextn_context_create(nextn_context **out, const nextn_model *model, const n
     *out = NULL;
     if (!model) return fail(err, "context: model is NULL");
     nextn_context_params p = params ? *params : nextn_context_default_params();
-    if (p.kv_type != NEXTN_KV_F16 && p.kv_type != NEXTN_KV_F32)
-        return fail(err, "context: kv_type must be NEXTN_KV_F16 or NEXTN_KV_F32");
+    if (!nx_api_kv_types_ok(model, &p, err)) return false;
     nx_err ie;
     nextn_context *c = nx_calloc(1, sizeof *c, "context handle", &ie);
     if (!c) return pass(err, &ie);
@@ -176,7 +196,8 @@ bool nextn_context_create(nextn_context **out, const nextn_model *model, const n
     cp.n_ctx = p.n_ctx;
     cp.n_seq = p.n_seq;
     cp.n_snapshots = p.n_snapshots;
-    cp.kv_type = p.kv_type == NEXTN_KV_F32 ? NX_KV_F32 : NX_KV_F16;
+    cp.kv_type = (nx_kv_type)p.kv_type;
+    cp.kv_type_v = (nx_kv_type)p.kv_type_v;
     if (!nx_ctx_create(&c->ctx, model->model, &cp, c->pool, &ie)) {
         nx_pool_free(c->pool);
         free(c);

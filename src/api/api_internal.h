@@ -11,6 +11,9 @@ const nx_model *nx_api_model(const nextn_model *m);
 /* Its tokenizer, NULL when the file has none. */
 const nx_tokenizer *nx_api_tokenizer(const nextn_model *m);
 
+/* Checks kv_type / kv_type_v of p against the model (known type, head_dim a multiple of the
+ * type's block); the error names the field and the limit. */
+bool nx_api_kv_types_ok(const nextn_model *m, const nextn_context_params *p, nextn_error *err);
 /* The context behind a public handle, and the model it was created for. */
 struct nx_ctx;
 struct nx_ctx *nx_api_ctx(const nextn_context *c);

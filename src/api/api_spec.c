@@ -75,6 +75,7 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     nextn_context_params c = cp ? *cp : nextn_context_default_params();
     nextn_spec_params p = params ? *params : nextn_spec_default_params();
     nextn_sampler_params sm = smp ? *smp : nextn_sampler_default_params();
+    if (!nx_api_kv_types_ok(model, &c, err)) return false;
     if (c.n_seq < 1 || c.n_seq > 256) {
         if (err) snprintf(err->msg, sizeof err->msg, "spec: n_seq %d out of range (1..256)", c.n_seq);
         return false;
@@ -138,9 +139,10 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     xp.n_ctx = c.n_ctx;
     xp.n_seq = c.n_seq;
     xp.n_snapshots = s->head ? p.draft_max : 0;
-    xp.kv_type = c.kv_type == NEXTN_KV_F32 ? NX_KV_F32 : NX_KV_F16;
+    xp.kv_type = (nx_kv_type)c.kv_type;
+    xp.kv_type_v = (nx_kv_type)c.kv_type_v;
     if (!nx_ctx_create(&s->ctx, m, &xp, s->pool, &ie)) goto fail;
-    if (s->head && !nx_mtp_create(&s->mtp, s->head, c.n_ctx, c.n_seq, xp.kv_type, s->pool, &ie)) goto fail;
+    if (s->head && !nx_mtp_create(&s->mtp, s->head, c.n_ctx, c.n_seq, xp.kv_type, xp.kv_type_v, s->pool, &ie)) goto fail;
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = p.draft_max;
     sp.draft_min = p.draft_min;

@@ -5,19 +5,19 @@
  * (an nx_seq_ckpt, seq_ckpt.h) is used; from a generator, the MTP cache and the driver's rows
  * too.  It records the model's fingerprint, so a state never restores into another model.
  *
- * File format (version 1, little-endian, docs/forward.md "Sequence state files"):
+ * File format (version 2, little-endian, docs/forward.md "Sequence state files"):
  *   header (112 bytes)
  *     0  char[8] magic "NXSTATE\0"        8  u32 version          12 u32 flags (FL_*)
  *     16 u64 model fingerprint            24 u64 MTP fingerprint (0: no MTP part)
  *     32 i32 pos                          36 i32 n_ctx of the source context
- *     40 u32 kv type (0 f16, 1 f32)       44 u32 GDN layers
+ *     40 u32 kv types (K | V << 8)        44 u32 GDN layers
  *     48 u64 conv floats per layer        56 u64 delta-state floats per layer
  *     64 u32 attention layers             68 u32 K/V values per cell
  *     72 i32 MTP cells                    76 u32 MTP attention layers  80 u32 MTP values per cell
  *     84 i32 MTP base                     88 u32 MTP stale             92 i32 backlog rows
  *     96 i32 E (hidden size)              100 i32 tokens             104 u64 payload bytes
  *   payload, in this order: tokens i32[tokens]; conv f32[layers][conv]; delta f32[layers][delta];
- *     K then V cells [attention layers][pos][values] in the KV type; with an MTP part: MTP K,
+ *     K then V cells [attention layers][pos][values] in the K / V types; with an MTP part: MTP K,
  *     MTP V cells; with a driver part (FL_SPEC): pending hidden f32[E], backlog tokens
  *     i32[rows], backlog hidden f32[rows][E]
  *   u64 checksum of every byte before it (header and payload; see hash_*).
@@ -38,7 +38,7 @@
 #include "spec/spec.h"
 
 #define STATE_MAGIC "NXSTATE"   /* 8 bytes with the NUL */
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u
 #define HEADER_BYTES 112
 #define FL_SPEC 1u              /* driver rows (pending hidden, backlog) present */
 #define FL_MTP 2u               /* MTP cells present */
@@ -389,7 +389,19 @@ typedef struct section {
     uint64_t n;
 } section;
 
-static uint64_t kv_elt(uint32_t kv_type) { return kv_type == 0 ? 2 : 4; }
+/* The header's kv_type field: the K cache type (nx_kv_type) in bits 0-7, the V cache type in bits
+ * 8-15 (format version 2; version 1 had one type for both). */
+static nx_kv_type kv_field_k(uint32_t f) { return (nx_kv_type)(f & 0xff); }
+static nx_kv_type kv_field_v(uint32_t f) { return (nx_kv_type)((f >> 8) & 0xff); }
+static uint32_t kv_field(nx_kv_type k, nx_kv_type v) { return (uint32_t)k | ((uint32_t)v << 8); }
+static bool kv_field_ok(uint32_t f, uint32_t kv_dim) {
+    return f <= 0xffff && nx_kv_type_valid((int)kv_field_k(f)) && nx_kv_type_valid((int)kv_field_v(f)) &&
+           kv_dim % (uint32_t)nx_kv_type_block(kv_field_k(f)) == 0 && kv_dim % (uint32_t)nx_kv_type_block(kv_field_v(f)) == 0;
+}
+/* Bytes of n elements of the K (which = 0) or V (which = 1) cache. */
+static uint64_t kv_bytes_of(uint32_t f, int which, uint64_t n) {
+    return nx_kv_type_bytes(which ? kv_field_v(f) : kv_field_k(f), (size_t)n);
+}
 
 static bool mul3(uint64_t a, uint64_t b, uint64_t c, uint64_t *out) {
     uint64_t t;
@@ -405,15 +417,18 @@ static int sections_of(const hdr *h, const nx_spec_seq_state *s, int32_t *tokens
     sec[n++] = (section){s ? s->tgt.conv : NULL, b};
     *ok = *ok && mul3(h->n_gdn, h->ssm_n, 4, &b);
     sec[n++] = (section){s ? s->tgt.ssm : NULL, b};
-    uint64_t cells = 0;
-    *ok = *ok && mul3(h->kv_layers, (uint64_t)h->pos, h->kv_dim, &cells) && nx_mul_ok(cells, kv_elt(h->kv_type), &b);
-    sec[n++] = (section){s ? s->tgt.k : NULL, b};
-    sec[n++] = (section){s ? s->tgt.v : NULL, b};
+    uint64_t rows = 0;
+    for (int w = 0; w < 2; w++) { /* cells are whole rows of kv_dim (checked by kv_field_ok) */
+        *ok = *ok && nx_mul_ok(h->kv_layers, (uint64_t)h->pos, &rows) &&
+              nx_mul_ok(rows, kv_bytes_of(h->kv_type, w, h->kv_dim), &b);
+        sec[n++] = (section){s ? (w ? s->tgt.v : s->tgt.k) : NULL, b};
+    }
     if (h->flags & FL_MTP) {
-        *ok = *ok && mul3(h->mtp_layers, (uint64_t)h->mtp_pos, h->mtp_dim, &cells) &&
-              nx_mul_ok(cells, kv_elt(h->kv_type), &b);
-        sec[n++] = (section){s ? s->mtp.k : NULL, b};
-        sec[n++] = (section){s ? s->mtp.v : NULL, b};
+        for (int w = 0; w < 2; w++) {
+            *ok = *ok && nx_mul_ok(h->mtp_layers, (uint64_t)h->mtp_pos, &rows) &&
+                  nx_mul_ok(rows, kv_bytes_of(h->kv_type, w, h->mtp_dim), &b);
+            sec[n++] = (section){s ? (w ? s->mtp.v : s->mtp.k) : NULL, b};
+        }
     }
     if (h->flags & FL_SPEC) {
         sec[n++] = (section){s ? s->pending_h : NULL, (uint64_t)h->E * 4};
@@ -438,7 +453,7 @@ bool nextn_state_save(const nextn_state *st, const char *path, nextn_error *err)
              .mtp_fp = s->has_mtp ? st->mtp_fingerprint : 0,
              .pos = s->tgt.pos,
              .n_ctx = st->n_ctx,
-             .kv_type = s->tgt.kv_type == NX_KV_F16 ? 0 : 1,
+             .kv_type = kv_field(s->tgt.kv_type_k, s->tgt.kv_type_v),
              .n_gdn = (uint32_t)s->tgt.n_layer,
              .conv_n = s->tgt.conv_n,
              .ssm_n = s->tgt.ssm_n,
@@ -541,7 +556,8 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
              (unsigned long long)h.fp, (unsigned long long)fp);
         goto done;
     }
-    if ((h.flags & ~(FL_SPEC | FL_MTP | FL_TOKENS)) || h.kv_type > 1 || h.pos < 0 || h.mtp_pos < 0 || h.n_mir < 0 ||
+    if ((h.flags & ~(FL_SPEC | FL_MTP | FL_TOKENS)) || !kv_field_ok(h.kv_type, h.kv_dim) ||
+        ((h.flags & FL_MTP) && !kv_field_ok(h.kv_type, h.mtp_dim)) || h.pos < 0 || h.mtp_pos < 0 || h.n_mir < 0 ||
         h.base < 0 || h.stale > 1 || h.E < 0 || h.n_tokens < 0 || h.n_ctx <= h.pos ||
         ((h.flags & FL_TOKENS) && h.n_tokens != h.pos) || (!(h.flags & FL_TOKENS) && h.n_tokens != 0) ||
         ((h.flags & FL_MTP) && !(h.flags & FL_SPEC))) {
@@ -573,12 +589,14 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
     const size_t nl = h.n_gdn ? h.n_gdn : 1;
     aok = aok && (s->tgt.conv = nx_alloc_aligned(nl * (h.conv_n ? h.conv_n : 1) * 4, "state", &ie)) &&
           (s->tgt.ssm = nx_alloc_aligned(nl * (h.ssm_n ? h.ssm_n : 1) * 4, "state", &ie));
-    const uint64_t kvb = sec[(h.flags & FL_TOKENS) ? 3 : 2].n;
-    aok = aok && (s->tgt.k = nx_malloc(kvb ? kvb : 1, "state", &ie)) && (s->tgt.v = nx_malloc(kvb ? kvb : 1, "state", &ie));
+    const int ks = (h.flags & FL_TOKENS) ? 3 : 2;
+    const uint64_t kb = sec[ks].n, vb = sec[ks + 1].n;
+    aok = aok && (s->tgt.k = nx_malloc(kb ? kb : 1, "state", &ie)) && (s->tgt.v = nx_malloc(vb ? vb : 1, "state", &ie));
     if (aok && (h.flags & FL_MTP)) {
-        const uint64_t mb = (uint64_t)h.mtp_layers * (uint64_t)h.mtp_pos * h.mtp_dim * kv_elt(h.kv_type);
-        aok = (s->mtp.k = nx_malloc(mb ? mb : 1, "state", &ie)) && (s->mtp.v = nx_malloc(mb ? mb : 1, "state", &ie));
-        s->mtp.kv_cap = mb;
+        const uint64_t mkb = sec[ks + 2].n, mvb = sec[ks + 3].n;
+        aok = (s->mtp.k = nx_malloc(mkb ? mkb : 1, "state", &ie)) && (s->mtp.v = nx_malloc(mvb ? mvb : 1, "state", &ie));
+        s->mtp.kv_cap_k = mkb;
+        s->mtp.kv_cap_v = mvb;
     }
     if (aok && (h.flags & FL_SPEC)) {
         aok = (s->pending_h = nx_alloc_aligned((size_t)(h.E ? h.E : 1) * 4, "state", &ie)) &&
@@ -637,8 +655,10 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
     s->tgt.has_kv = true;
     s->tgt.kv_layers = (int)h.kv_layers;
     s->tgt.kv_dim = (int)h.kv_dim;
-    s->tgt.kv_type = h.kv_type == 0 ? NX_KV_F16 : NX_KV_F32;
-    s->tgt.kv_cap = kvb;
+    s->tgt.kv_type_k = kv_field_k(h.kv_type);
+    s->tgt.kv_type_v = kv_field_v(h.kv_type);
+    s->tgt.kv_cap_k = kb;
+    s->tgt.kv_cap_v = vb;
     s->has_mtp = (h.flags & FL_MTP) != 0;
     if (s->has_mtp) {
         s->mtp.seq = -1;
@@ -646,7 +666,8 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
         s->mtp.has_kv = true;
         s->mtp.kv_layers = (int)h.mtp_layers;
         s->mtp.kv_dim = (int)h.mtp_dim;
-        s->mtp.kv_type = s->tgt.kv_type;
+        s->mtp.kv_type_k = s->tgt.kv_type_k;
+        s->mtp.kv_type_v = s->tgt.kv_type_v;
         /* the MTP context has no recurrent layers: an empty recurrent part */
         s->mtp.conv = nx_alloc_aligned(4, "state", &ie);
         s->mtp.ssm = s->mtp.conv ? nx_alloc_aligned(4, "state", &ie) : NULL;

@@ -57,23 +57,32 @@ static void prep_fn(void *p, int ith, int nth) {
     }
 }
 
-static float dot_kv(const uint8_t *row, nx_kv_type type, const float *q, int D, bool simd) {
-    if (simd) return type == NX_KV_F32 ? nx_ops_dot_f32_avx512((const float *)row, q, D)
-                                       : nx_ops_dot_f16_avx512((const uint16_t *)row, q, D);
-    if (type == NX_KV_F32) return nx_dot_f32((const float *)row, q, D);
+/* One head's D values of a cell in the kernels' input form: F32 and F16 rows are read in place
+ * (*f16 tells which); a quantized row is dequantised into tmp (the type's to_float), so the
+ * result equals that over an F32 cache holding the dequantised values. */
+static const void *cell_row(const uint8_t *row, nx_kv_type type, int D, float *tmp, bool *f16) {
+    *f16 = type == NX_KV_F16;
+    if (type == NX_KV_F16 || type == NX_KV_F32) return row;
+    nx_kv_type_to_float(type, row, tmp, D);
+    return tmp;
+}
+
+static float dot_kv(const void *row, bool f16, const float *q, int D, bool simd) {
+    if (simd) return f16 ? nx_ops_dot_f16_avx512((const uint16_t *)row, q, D) : nx_ops_dot_f32_avx512((const float *)row, q, D);
+    if (!f16) return nx_dot_f32((const float *)row, q, D);
     const uint16_t *r = (const uint16_t *)row;
     float acc = 0.0f;
     for (int i = 0; i < D; i++) acc += nx_f16_to_f32(r[i]) * q[i];
     return acc;
 }
 
-static void axpy_kv(float *y, float a, const uint8_t *row, nx_kv_type type, int D, bool simd) {
+static void axpy_kv(float *y, float a, const void *row, bool f16, int D, bool simd) {
     if (simd) {
-        if (type == NX_KV_F32) nx_ops_axpy_f32_avx512(y, a, (const float *)row, D);
-        else nx_ops_axpy_f16_avx512(y, a, (const uint16_t *)row, D);
+        if (f16) nx_ops_axpy_f16_avx512(y, a, (const uint16_t *)row, D);
+        else nx_ops_axpy_f32_avx512(y, a, (const float *)row, D);
         return;
     }
-    if (type == NX_KV_F32) {
+    if (!f16) {
         nx_axpy_f32(y, a, (const float *)row, D);
         return;
     }
@@ -93,18 +102,20 @@ static void attend_one_fn(void *p, int ith, int nth) {
     const int HD = H * D, group = H / Hkv, layer = pt->l->cache_index;
     const float scale = 1.0f / sqrtf((float)D);
     float *scores = f->att_scores + (size_t)ith * (size_t)f->n_ctx;
+    float tmp[NX_MAX_HEAD_DIM] __attribute__((aligned(64))); /* one dequantised cell head */
     int64_t b, e;
     nx_task_range((int64_t)f->rows.T * H, ith, nth, &b, &e);
     for (int64_t item = b; item < e; item++) {
         const int t = (int)(item / H), h = (int)(item % H), g = h / group; /* consecutive query heads share a KV head */
         const int s = f->rows.seq[t], n_keys = f->pos[t] + 1; /* causal: cells 0..pos of this sequence */
         const float *q = buf->q + (size_t)t * HD + (size_t)h * D;
-        const uint8_t *kbase = kv->k + nx_kv_offset(kv, layer, s, 0) + (size_t)g * D * kv->elt;
-        const uint8_t *vbase = kv->v + nx_kv_offset(kv, layer, s, 0) + (size_t)g * D * kv->elt;
-        const size_t stride = (size_t)kv->kv_dim * kv->elt;
+        const uint8_t *kbase = kv->k + nx_kv_offset_k(kv, layer, s, 0) + nx_kv_type_bytes(kv->type_k, (size_t)g * D);
+        const uint8_t *vbase = kv->v + nx_kv_offset_v(kv, layer, s, 0) + nx_kv_type_bytes(kv->type_v, (size_t)g * D);
         float mx = -INFINITY;
+        bool f16;
         for (int k = 0; k < n_keys; k++) {
-            scores[k] = dot_kv(kbase + (size_t)k * stride, kv->type, q, D, simd) * scale;
+            const void *row = cell_row(kbase + (size_t)k * kv->row_k, kv->type_k, D, tmp, &f16);
+            scores[k] = dot_kv(row, f16, q, D, simd) * scale;
             if (scores[k] > mx) mx = scores[k];
         }
         double sum = 0.0;
@@ -114,7 +125,10 @@ static void attend_one_fn(void *p, int ith, int nth) {
         const float inv = (float)(1.0 / sum);
         float *out = buf->att + (size_t)t * HD + (size_t)h * D;
         memset(out, 0, (size_t)D * sizeof(float));
-        for (int k = 0; k < n_keys; k++) axpy_kv(out, scores[k] * inv, vbase + (size_t)k * stride, kv->type, D, simd);
+        for (int k = 0; k < n_keys; k++) {
+            const void *row = cell_row(vbase + (size_t)k * kv->row_v, kv->type_v, D, tmp, &f16);
+            axpy_kv(out, scores[k] * inv, row, f16, D, simd);
+        }
         /* sigmoid output gate: the gate of head h follows its D query values in q_gate */
         const float *gate = buf->q_gate + (size_t)t * 2 * HD + (size_t)h * 2 * D + D;
         if (simd) nx_ops_mul_sigmoid_avx512(out, gate, D);
@@ -200,8 +214,9 @@ static void attend_grouped_fn(void *p, int ith, int nth) {
                 qs[nq].scores = scratch + (size_t)nq * (size_t)f->n_ctx;
                 qs[nq].out = buf->att + (size_t)t * HD + (size_t)h * D;
             }
-        const size_t base = nx_kv_offset(kv, layer, s, 0) + (size_t)g * D * kv->elt;
-        nx_attend_avx512(kv->k + base, kv->v + base, kv->type == NX_KV_F16, (size_t)kv->kv_dim, D, scale, qs, nq);
+        const uint8_t *kb = kv->k + nx_kv_offset_k(kv, layer, s, 0) + nx_kv_type_bytes(kv->type_k, (size_t)g * D);
+        const uint8_t *vb = kv->v + nx_kv_offset_v(kv, layer, s, 0) + nx_kv_type_bytes(kv->type_v, (size_t)g * D);
+        nx_attend_avx512(kb, kv->type_k, kv->row_k, vb, kv->type_v, kv->row_v, D, scale, qs, nq);
         for (int t = t0, j = 0; t < t0 + len; t++) /* sigmoid output gate: after the D query values */
             for (int h = h0; h < h1; h++, j++)
                 nx_ops_mul_sigmoid_avx512(qs[j].out, buf->q_gate + (size_t)t * 2 * HD + (size_t)h * 2 * D + D, D);

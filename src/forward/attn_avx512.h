@@ -20,6 +20,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "forward/kv_cache.h"
 
 /* Queries per call (the callers' scratch holds this many score arrays per thread). */
 #define NX_ATTN_MAX_Q 8
@@ -31,9 +34,13 @@ typedef struct nx_attn_query {
     float *out;     /* D floats: the attention output before the gate */
 } nx_attn_query;
 
-/* k, v: cell 0 of one KV head; cell c starts stride elements further (f16 when `f16`, else f32).
- * Requires D % 16 == 0 and 1 <= nq <= NX_ATTN_MAX_Q.  Reads cells below the largest n_keys only. */
-void nx_attend_avx512(const void *k, const void *v, bool f16, size_t stride, int D, float scale, nx_attn_query *qs,
-                      int nq);
+/* k, v: cell 0 of one KV head, in cache types tk / tv (kv_cache.h); cell c starts c * stride_k
+ * (stride_v) bytes further.  A Q8_0 / Q4_0 cell is read block by block and each 16 values are
+ * dequantised exactly as the type's to_float does, so the result equals, bit for bit, the result
+ * over an F32 cache holding the dequantised values (the kernels above see the same floats).
+ * Requires D % 16 == 0 (D % 32 == 0 for the quantized types) and 1 <= nq <= NX_ATTN_MAX_Q.  Reads
+ * cells below the largest n_keys only. */
+void nx_attend_avx512(const uint8_t *k, nx_kv_type tk, size_t stride_k, const uint8_t *v, nx_kv_type tv,
+                      size_t stride_v, int D, float scale, nx_attn_query *qs, int nq);
 
 #endif

@@ -16,7 +16,7 @@
 #include "quant/quant.h"
 
 nx_ctx_params nx_ctx_default_params(void) {
-    nx_ctx_params p = {.n_ctx = 4096, .n_seq = 1, .n_snapshots = 0, .kv_type = NX_KV_F16};
+    nx_ctx_params p = {.n_ctx = 4096, .n_seq = 1, .n_snapshots = 0, .kv_type = NX_KV_F16, .kv_type_v = NX_KV_F16};
     return p;
 }
 
@@ -26,8 +26,15 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
     if (!pool) return nx_fail(err, "context: a thread pool is required");
     if (params->n_ctx <= 0 || params->n_seq <= 0 || params->n_seq > 4096)
         return nx_fail(err, "context: n_ctx %d must be > 0 and n_seq %d in 1..4096", params->n_ctx, params->n_seq);
-    if (params->kv_type != NX_KV_F16 && params->kv_type != NX_KV_F32)
-        return nx_fail(err, "context: unknown KV cache type %d", (int)params->kv_type);
+    if (!nx_kv_type_valid((int)params->kv_type) || !nx_kv_type_valid((int)params->kv_type_v))
+        return nx_fail(err, "context: unknown KV cache type (kv_type %d, kv_type_v %d)", (int)params->kv_type,
+                       (int)params->kv_type_v);
+    for (int i = 0; i < 2; i++) {
+        const nx_kv_type t = i ? params->kv_type_v : params->kv_type;
+        if (hp->head_dim % (uint32_t)nx_kv_type_block(t))
+            return nx_fail(err, "context: %s %s needs head_dim a multiple of %d (the model's is %u)",
+                           i ? "kv_type_v" : "kv_type", nx_kv_type_name(t), nx_kv_type_block(t), hp->head_dim);
+    }
     nx_ctx *c = nx_calloc(1, sizeof *c, "context", err);
     if (!c) return false;
     c->model = model;
@@ -40,7 +47,7 @@ bool nx_ctx_create(nx_ctx **out, const nx_model *model, const nx_ctx_params *par
     f->avx512 = nx_cpu_isa() >= NX_ISA_AVX512;
     const size_t conv_n = (size_t)(hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp);
     if (!nx_kv_init(&c->kv, model->n_attn_layers, (int)nx_hp_kv_dim(hp), params->n_ctx, params->n_seq,
-                    params->kv_type, err) ||
+                    params->kv_type, params->kv_type_v, err) ||
         !nx_rstate_init(&c->rs, model->n_gdn_layers, conv_n, (int)hp->ssm_dt_rank, (int)hp->ssm_d_state, params->n_seq,
                         params->n_snapshots, f->avx512, err))
         goto fail;

@@ -35,7 +35,9 @@ typedef struct nx_ctx_params {
     int32_t n_ctx;          /* positions per sequence (KV cells) */
     int32_t n_seq;          /* sequences */
     int32_t n_snapshots;    /* R: extra recurrent-state slots per sequence for rollback (0 = none) */
-    nx_kv_type kv_type;     /* NX_KV_F16 (default) or NX_KV_F32 */
+    nx_kv_type kv_type;     /* attention K cache type: NX_KV_F16 (default), F32, Q8_0, Q4_0 */
+    nx_kv_type kv_type_v;   /* attention V cache type (the same choices; default F16).  Q8_0 / Q4_0
+                             * need head_dim % 32 == 0 */
 } nx_ctx_params;
 
 typedef struct nx_ctx nx_ctx;

@@ -27,14 +27,15 @@ void nx_seq_ckpt_free(nx_seq_ckpt *ck) {
 size_t nx_seq_ckpt_bytes_for(const nx_ctx *c, int32_t pos, bool with_kv) {
     const nx_rstate *rs = &c->rs;
     size_t b = (size_t)rs->n_layer * (rs->conv_n + rs->ssm_n) * sizeof(float);
-    if (with_kv) b += 2 * nx_kv_cells_bytes(&c->kv, pos);
+    if (with_kv) b += nx_kv_cells_bytes_k(&c->kv, pos) + nx_kv_cells_bytes_v(&c->kv, pos);
     return b;
 }
 
 size_t nx_seq_ckpt_bytes(const nx_seq_ckpt *ck) {
     size_t b = (size_t)ck->n_layer * (ck->conv_n + ck->ssm_n) * sizeof(float);
     if (ck->has_kv)
-        b += 2 * (size_t)ck->kv_layers * (size_t)ck->pos * (size_t)ck->kv_dim * (ck->kv_type == NX_KV_F16 ? 2 : 4);
+        b += (size_t)ck->kv_layers * (size_t)ck->pos *
+             (nx_kv_type_bytes(ck->kv_type_k, (size_t)ck->kv_dim) + nx_kv_type_bytes(ck->kv_type_v, (size_t)ck->kv_dim));
     return b;
 }
 
@@ -60,26 +61,28 @@ bool nx_seq_ckpt_take(nx_seq_ckpt *ck, const nx_ctx *c, int32_t seq, bool with_k
     const int32_t pos = nx_ctx_n_past(c, seq);
     ck->has_kv = false;
     if (with_kv) {
-        const size_t bytes = nx_kv_cells_bytes(&c->kv, pos);
-        if (bytes > ck->kv_cap || !ck->k) {
+        const size_t bk = nx_kv_cells_bytes_k(&c->kv, pos), bv = nx_kv_cells_bytes_v(&c->kv, pos);
+        if (bk > ck->kv_cap_k || bv > ck->kv_cap_v || !ck->k) {
             free(ck->k);
             free(ck->v);
-            ck->kv_cap = 0;
-            ck->k = nx_malloc(bytes ? bytes : 1, "checkpoint KV", err);
-            ck->v = ck->k ? nx_malloc(bytes ? bytes : 1, "checkpoint KV", err) : NULL;
+            ck->kv_cap_k = ck->kv_cap_v = 0;
+            ck->k = nx_malloc(bk ? bk : 1, "checkpoint KV", err);
+            ck->v = ck->k ? nx_malloc(bv ? bv : 1, "checkpoint KV", err) : NULL;
             if (!ck->v) {
                 free(ck->k);
                 ck->k = NULL;
                 return false;
             }
-            ck->kv_cap = bytes;
+            ck->kv_cap_k = bk;
+            ck->kv_cap_v = bv;
         }
         if (!nx_kv_export(&c->kv, seq, pos, ck->k, ck->v, err)) return false;
         ck->has_kv = true;
     }
     ck->kv_layers = c->kv.n_layer;
     ck->kv_dim = c->kv.kv_dim;
-    ck->kv_type = c->kv.type;
+    ck->kv_type_k = c->kv.type_k;
+    ck->kv_type_v = c->kv.type_v;
     const int cur = rs->cur[seq];
     for (int l = 0; l < rs->n_layer; l++) {
         memcpy(ck->conv + (size_t)l * rs->conv_n, nx_rstate_conv(rs, l, cur, seq), rs->conv_n * sizeof(float));
@@ -103,9 +106,10 @@ bool nx_seq_ckpt_fits(const nx_ctx *c, const nx_seq_ckpt *ck, nx_err *err) {
     if (ck->kv_layers != c->kv.n_layer || ck->kv_dim != c->kv.kv_dim)
         return nx_fail(err, "checkpoint: attention cache of %d layers x %d values, the context has %d x %d",
                        ck->kv_layers, ck->kv_dim, c->kv.n_layer, c->kv.kv_dim);
-    if (ck->has_kv && ck->kv_type != c->kv.type)
-        return nx_fail(err, "checkpoint: attention cache type %s, the context's is %s", nx_kv_type_name(ck->kv_type),
-                       nx_kv_type_name(c->kv.type));
+    if (ck->has_kv && (ck->kv_type_k != c->kv.type_k || ck->kv_type_v != c->kv.type_v))
+        return nx_fail(err, "checkpoint: attention cache types k %s / v %s, the context's are %s / %s",
+                       nx_kv_type_name(ck->kv_type_k), nx_kv_type_name(ck->kv_type_v), nx_kv_type_name(c->kv.type_k),
+                       nx_kv_type_name(c->kv.type_v));
     if (ck->pos < 0 || ck->pos >= c->params.n_ctx)
         return nx_fail(err, "checkpoint: position %d does not fit the context (n_ctx %d)", ck->pos, c->params.n_ctx);
     return true;

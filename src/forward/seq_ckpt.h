@@ -38,9 +38,9 @@ typedef struct nx_seq_ckpt {
     float *ssm;        /* [n_layer][ssm_n] */
     bool has_kv;       /* k, v hold cells [0, pos) */
     int kv_layers, kv_dim;
-    nx_kv_type kv_type;
-    size_t kv_cap;     /* bytes allocated for each of k and v */
-    uint8_t *k, *v;    /* [kv_layers][pos][kv_dim] in kv_type */
+    nx_kv_type kv_type_k, kv_type_v;
+    size_t kv_cap_k, kv_cap_v; /* bytes allocated for k and for v */
+    uint8_t *k, *v;    /* [kv_layers][pos][kv_dim] in kv_type_k / kv_type_v */
 } nx_seq_ckpt;
 
 typedef enum nx_rewind_kind {

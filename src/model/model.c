@@ -45,7 +45,7 @@ bool nx_hparams_finish(nx_hparams *hp, const char *where, nx_err *err) {
     if (hp->ssm_n_group == 0 || hp->ssm_dt_rank == 0 || hp->ssm_d_state == 0 || hp->ssm_conv_kernel == 0)
         return nx_fail(err, "%s: zero ssm size (group_count %u, time_step_rank %u, state_size %u, conv_kernel %u)",
                        where, hp->ssm_n_group, hp->ssm_dt_rank, hp->ssm_d_state, hp->ssm_conv_kernel);
-    if (hp->ssm_d_state > 512 || hp->head_dim > 1024)
+    if (hp->ssm_d_state > 512 || hp->head_dim > NX_MAX_HEAD_DIM)
         return nx_fail(err, "%s: ssm.state_size = %u (max 512) or key_length = %u (max 1024) too large", where,
                        hp->ssm_d_state, hp->head_dim);
     if (hp->ssm_conv_kernel > 16)

@@ -29,6 +29,7 @@
 
 /* LLAMA_MAX_EXPERTS of llama.cpp: files with more experts do not load there either. */
 #define NX_MAX_EXPERTS 512
+#define NX_MAX_HEAD_DIM 1024 /* attention key_length limit (buffers of one head are on the stack) */
 
 typedef struct nx_hparams {
     bool moe;                 /* general.architecture qwen35moe: every FFN is a mixture of experts */

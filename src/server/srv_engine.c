@@ -604,6 +604,7 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
         cp.n_seq = p->n_slots;
         cp.n_threads = p->n_threads;
         cp.kv_type = p->kv_type;
+        cp.kv_type_v = p->kv_type_v;
         if (!nextn_context_create(&e->ctx, model, &cp, &nerr)) ok = nx_fail(err, "serve: %s", nerr.msg);
         ok = ok && (e->b_tok = nx_calloc((size_t)p->n_batch, sizeof(int32_t), "serve batch", err)) &&
              (e->b_pos = nx_calloc((size_t)p->n_batch, sizeof(int32_t), "serve batch", err)) &&
@@ -616,6 +617,7 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
         cp.n_seq = p->n_slots;
         cp.n_threads = p->n_threads;
         cp.kv_type = p->kv_type;
+        cp.kv_type_v = p->kv_type_v;
         /* per-request samplers replace these defaults at each prefill */
         if (!nextn_spec_create(&e->spec, model, &cp, &p->spec_params, NULL, &nerr)) ok = nx_fail(err, "serve: %s", nerr.msg);
         if (ok) e->spec_stride = nextn_spec_max_step_tokens(e->spec);

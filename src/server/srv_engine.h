@@ -42,7 +42,8 @@ typedef struct nx_srv_engine_params {
     int32_t n_ctx;          /* positions per slot */
     int32_t n_batch;        /* rows per decode call at most */
     int32_t n_threads;      /* <= 0: default */
-    nextn_kv_type kv_type;
+    nextn_kv_type kv_type;      /* K cache type */
+    nextn_kv_type kv_type_v;    /* V cache type */
     int32_t max_queue;      /* requests waiting for a slot at most (beyond: submit fails) */
     bool spec;              /* speculative decoding with the MTP head */
     nextn_spec_params spec_params;

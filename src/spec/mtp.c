@@ -183,7 +183,7 @@ struct nx_mtp {
 };
 
 bool nx_mtp_create(nx_mtp **out, const nx_mtp_head *head, int32_t n_ctx, int32_t n_seq, nx_kv_type kv_type,
-                   nx_pool *pool, nx_err *err) {
+                   nx_kv_type kv_type_v, nx_pool *pool, nx_err *err) {
     *out = NULL;
     nx_mtp *m = nx_calloc(1, sizeof *m, "MTP context", err);
     if (!m) return false;
@@ -196,6 +196,7 @@ bool nx_mtp_create(nx_mtp **out, const nx_mtp_head *head, int32_t n_ctx, int32_t
     p.n_seq = n_seq;
     p.n_snapshots = 0;
     p.kv_type = kv_type;
+    p.kv_type_v = kv_type_v;
     m->emb = nx_alloc_aligned((size_t)head->view.hp.n_embd * sizeof(float), "MTP scratch", err);
     if (!m->emb || !nx_ctx_create(&m->ctx, &head->view, &p, pool, err)) {
         nx_mtp_free(m);

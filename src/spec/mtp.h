@@ -78,9 +78,9 @@ bool nx_mtp_extract(const char *src_path, const char *dst_path, nx_err *err);
 /* ---- the MTP context -------------------------------------------------------------------- */
 typedef struct nx_mtp nx_mtp;
 
-/* n_ctx / n_seq mirror the target context's; kv_type is the MTP cache type. */
+/* n_ctx / n_seq mirror the target context's; kv_type / kv_type_v are the MTP K / V cache types. */
 bool nx_mtp_create(nx_mtp **out, const nx_mtp_head *head, int32_t n_ctx, int32_t n_seq, nx_kv_type kv_type,
-                   nx_pool *pool, nx_err *err);
+                   nx_kv_type kv_type_v, nx_pool *pool, nx_err *err);
 void nx_mtp_free(nx_mtp *m);
 
 /* One batched MTP pass: row i = (token[i], pos[i], seq_id[i], hprev rows h + i*E).  Positions
