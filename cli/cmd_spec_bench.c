@@ -4,9 +4,10 @@
  *                    [-n N_GEN] [--seqs S] [--draft-max N] [--draft-min M] [--draft-p-min P]
  *                    [--no-adaptive] [--spec-oracle] [--temp T] [--seed S] [--runs R]
  *                    [--verify-cost] [--draft-vocab K [--draft-vocab-file FILE]] [-t THREADS]
- *                    [--kv f16|f32]
+ *                    [--kv TYPE] [--cache-type-k|-ctk TYPE] [--cache-type-v|-ctv TYPE]
  *
- * `nextn bench --spec mtp ...` lands here too (bench's -p/-n/-r/-t/--kv-type are accepted).
+ * `nextn bench --spec mtp ...` lands here too (bench's -p/-n/-r/-t/--kv-type/-ctk/-ctv are
+ * accepted).
  *
  * Each run decodes the same prompt(s) twice: plain (one row per sequence per step) and
  * speculative (MTP drafts verified in one target batch); prefill is not timed.  Printed: per run
@@ -60,7 +61,7 @@ typedef struct options {
     int32_t prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, draft_vocab;
     uint64_t seed;
     float p_min, temp;
-    nx_kv_type kv;
+    nx_kv_type kv, kv_v; /* K and V cache types (trunk and MTP head) */
 } options;
 
 typedef struct run_result {
@@ -138,7 +139,7 @@ static bool make_ctx(const options *o, const nx_model *m, int32_t n_ctx, int32_t
     p.n_seq = (int32_t)o->seqs;
     p.n_snapshots = n_snap;
     p.kv_type = o->kv;
-    p.kv_type_v = o->kv;
+    p.kv_type_v = o->kv_v;
     return nx_ctx_create(out, m, &p, pool, err);
 }
 
@@ -199,7 +200,7 @@ static bool time_draft_step(const options *o, const nx_mtp_head *head, const int
     int32_t *pos = malloc((size_t)(n_prompt + 1) * sizeof *pos);
     bool ok = h && full && pos;
     if (!ok) nx_fail(err, "out of memory");
-    ok = ok && nx_mtp_create(&m, head, n_prompt + 2, 1, o->kv, o->kv, pool, err) && nx_sampler_create(&smp, V, &gp, err);
+    ok = ok && nx_mtp_create(&m, head, n_prompt + 2, 1, o->kv, o->kv_v, pool, err) && nx_sampler_create(&smp, V, &gp, err);
     for (int32_t i = 0; ok && i <= n_prompt; i++) pos[i] = i;
     for (int32_t i = 0; ok && i < n_prompt * E; i++) h[i] = (float)((i * 37) % 17) - 8.0f; /* any hidden rows */
     for (int32_t i = 0; ok && i < V; i++) full[i] = -INFINITY;
@@ -247,9 +248,9 @@ static bool draft_cost(const options *o, nx_mtp_head *head, const int32_t *ids, 
 }
 
 int cmd_spec_bench(int argc, char **argv) {
-    options o = {.prompt_len = 32, .n_gen = 64, .seqs = 1, .draft_max = 3, .runs = 3, .seed = 1, .kv = NX_KV_F16};
-    int kv_choice = 0;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
+    options o = {.prompt_len = 32, .n_gen = 64, .seqs = 1, .draft_max = 3, .runs = 3, .seed = 1, .kv = NX_KV_F16,
+                 .kv_v = NX_KV_F16};
+    int kv_choice = 0, k_choice = -1, v_choice = -1;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &o.model, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--mtp-model", NULL, NX_ARG_STRING, &o.mtp_model, "FILE", "MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
@@ -273,14 +274,15 @@ int cmd_spec_bench(int argc, char **argv) {
         {"--draft-vocab-file", NULL, NX_ARG_STRING, &o.dv_file, "FILE", "token frequencies (`nextn draft-vocab`) choosing them (default: lowest ids)", 0, 0, NULL, false},
         {"--cpu-time", NULL, NX_ARG_FLAG, &o.cpu_time, NULL, "process CPU seconds instead of wall seconds (with -t 1 on a shared machine)", 0, 0, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &o.threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
-        {"--kv-type", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "attention cache type (default f16)", 0, 0, kv_types, false},
-        {"--kv", NULL, NX_ARG_CHOICE, &kv_choice, "f16|f32", "the same", 0, 0, kv_types, false},
+        NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
+        {"--kv", NULL, NX_ARG_CHOICE, &kv_choice, NX_CLI_KV_TYPES_HELP, "the same as --kv-type", 0, 0, nx_cli_kv_type_names, false},
     };
     int prc = nx_args_parse(CMD, "-m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt IDS] [-n N] [options]",
                             args, NX_ARGS_LEN(args), argc, argv);
     if (prc == NX_ARGS_HELP) return 0;
     if (prc != NX_ARGS_OK) return 2;
-    o.kv = kv_choice == 1 ? NX_KV_F32 : NX_KV_F16;
+    o.kv = (nx_kv_type)(k_choice >= 0 ? k_choice : kv_choice); /* the choices' indices are the types */
+    o.kv_v = (nx_kv_type)(v_choice >= 0 ? v_choice : kv_choice);
     const bool dv_seen = nx_args_find(args, NX_ARGS_LEN(args), "--draft-vocab")->seen;
     if (!o.model) return nx_usage_error(CMD, "-m MODEL is required");
     if (o.no_mtp && o.mtp_model) return nx_usage_error(CMD, "--no-mtp and --mtp-model contradict each other");
@@ -412,7 +414,7 @@ int cmd_spec_bench(int argc, char **argv) {
             }
         }
         ok = make_ctx(&o, model, n_ctx, (int32_t)o.draft_max, pool, &c2, &err) &&
-             nx_mtp_create(&m, head, n_ctx, S, o.kv, o.kv, pool, &err) &&
+             nx_mtp_create(&m, head, n_ctx, S, o.kv, o.kv_v, pool, &err) &&
              decode(&o, c2, m, prompt, n_prompt, oracle, spec_out, &sr, &err);
         nx_mtp_free(m);
         nx_ctx_free(c2);

@@ -54,6 +54,24 @@ check "run --spec mtp with a sampled temperature" \
   '"$NEXTN" run -m "$tmp/full.gguf" --tokens 5,6 -n 20 --temp 0.9 --seed 3 --print-ids -t 1 --spec mtp >"$tmp/spec.txt" 2>"$tmp/out" && has "generation"'
 check "run --spec mtp with a mismatched --mtp-model" \
   '! "$NEXTN" run -m "$tmp/full.gguf" $R --spec mtp --mtp-model "$tmp/v600.gguf" >/dev/null 2>"$tmp/out" && has "vocabulary"'
+# quantized attention caches (trunk and MTP head): greedy spec == plain greedy with the same types;
+# the memory line reports the smaller cache (q8_0: 34 bytes per 32 values, q4_0: 18, f16: 64)
+kvmib() { sed -n 's/.*KV cache \([0-9.]*\) MiB.*/\1/p' "$1"; }
+"$NEXTN" run -m "$tmp/full.gguf" $R -c 8192 2>"$tmp/mem_f16.txt" >/dev/null
+for t in q8_0 q4_0; do
+  "$NEXTN" run -m "$tmp/full.gguf" $R -ctk $t -ctv $t >"$tmp/plain_$t.txt" 2>/dev/null
+  check "run --spec mtp == plain run, -ctk $t -ctv $t" \
+    '"$NEXTN" run -m "$tmp/full.gguf" $R -ctk $t -ctv $t --spec mtp --draft-max 3 --no-adaptive >"$tmp/spec.txt" 2>"$tmp/out" && cmp -s "$tmp/plain_$t.txt" "$tmp/spec.txt" && has "acceptance"'
+  check "bench --spec mtp, --cache-type-k $t --cache-type-v $t" \
+    '"$NEXTN" bench -m "$tmp/full.gguf" --spec mtp -p 8 -n 16 -r 1 -t 1 --cache-type-k $t --cache-type-v $t >"$tmp/out" 2>&1 && has "outputs identical"'
+  check "memory line: $t cache is $( [ $t = q8_0 ] && echo 34 || echo 18 )/64 of f16" \
+    '"$NEXTN" run -m "$tmp/full.gguf" $R -c 8192 -ctk $t -ctv $t 2>"$tmp/out" >/dev/null && has "MiB ($t, n_ctx 8192" &&
+     awk -v a="$(kvmib "$tmp/mem_f16.txt")" -v b="$(kvmib "$tmp/out")" -v r=$( [ $t = q8_0 ] && echo 34 || echo 18 ) "BEGIN { exit !(a > 0 && (b * 64 / a - r) ^ 2 < 0.01) }"'
+done
+check "-ctk q8_0 alone: k q8_0, v f16" \
+  '"$NEXTN" run -m "$tmp/full.gguf" $R -ctk q8_0 2>"$tmp/out" >/dev/null && has "(k q8_0, v f16,"'
+check "bad cache type: clear error" \
+  '! "$NEXTN" run -m "$tmp/full.gguf" $R -ctv q5_1 >"$tmp/out" 2>&1 && has "--cache-type-v"'
 check "bench --spec mtp" \
   '"$NEXTN" bench -m "$tmp/full.gguf" --spec mtp -p 8 -n 16 -r 1 -t 1 >"$tmp/out" 2>&1 && has "speedup" && has "outputs identical"'
 # qwen35moe (tiny-moe): speculative == plain through the CLI, the MoE MTP block from the file, a
