@@ -98,6 +98,25 @@ check "MoE: llama-perplexity fixture: the 8 running values agree to 1e-4" \
       'paste <(grep "^\[1\]" "$tmp/m.out" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") <(echo "$want_running" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") |
        awk "{ n++; d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-4 * \$2) bad++ } END { exit (bad > 0 || n != 8) }"'
 
+# ---- quantized KV caches against llama-perplexity with the same -ctk/-ctv (fixtures made with
+# LLAMA_ATTN_ROT_DISABLE=1 -fa on: the cells hold the same q8_0 / q4_0 blocks as nextn's; see
+# tests/fixtures/README.md).  llama.cpp also rounds Q to q8_0 for its quantized-K dot product, which
+# nextn does not: that rounding alone moves the figures by up to 8.7e-5 (q8_0) / 6.6e-4 (q4_0), so
+# those are the tolerances' scale; the f16 cache's figures miss them (by up to 2.8e-4 / 5.4e-3).
+for t in q8_0 q4_0; do
+    "$NEXTN" perplexity -m "$tmp/t42.gguf" -f "$fx/text.txt" -c 64 --chunks 8 -ctk $t -ctv $t >"$tmp/kv$t.out" 2>"$tmp/kv$t.err"
+    if [ $t = q8_0 ]; then tf=8e-5; tr=1.2e-4; else tf=2e-4; tr=1.5e-3; fi
+    want="$fx/llama-perplexity-kv-$t.txt"
+    echo "  $t: nextn $(grep -o "PPL = .*" "$tmp/kv$t.out"), llama.cpp $(grep -o "PPL = .*" "$want")"
+    check "-ctk $t -ctv $t: final PPL within $tf of llama-perplexity's, +/- within 1e-3" \
+          'close "$(sed -n "s/^Final estimate: PPL = \([0-9.]*\) .*/\1/p" "$tmp/kv$t.out")" "$(sed -n "s/^Final estimate: PPL = \([0-9.]*\) .*/\1/p" "$want")" $tf &&
+           close "$(sed -n "s/^Final estimate: PPL = [0-9.]* +\/- \([0-9.]*\)$/\1/p" "$tmp/kv$t.out")" "$(sed -n "s/^Final estimate: PPL = [0-9.]* +\/- \([0-9.]*\)$/\1/p" "$want")" 1e-3'
+    check "-ctk $t -ctv $t: the 8 running values within $tr" \
+          'paste <(grep "^\[1\]" "$tmp/kv$t.out" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") <(sed -n 1p "$want" | tr "," "\n" | sed -n "s/^\[[0-9]*\]//p") |
+           awk -v tol=$tr "{ n++; d = \$1 - \$2; if (d < 0) d = -d; if (d > tol * \$2) bad++ } END { exit (bad > 0 || n != 8) }"'
+    check "-ctk $t -ctv $t: the memory line names the type" 'grep -q "KV cache [0-9.]* MiB ($t, n_ctx 64" "$tmp/kv$t.err"'
+done
+
 # ---- errors
 check "too few tokens exits 1 and names the need" \
       'out=$("$NEXTN" perplexity -m "$model" --tokens 1,2,3,4,5 -c 4 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "need at least 2 \* n_ctx = 8 tokens"'
