@@ -45,7 +45,7 @@ bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_co
                            nextn_context **out) {
     nextn_error err;
     if (!nextn_context_create(out, m, p, &err)) {
-        fprintf(stderr, "nextn %s: %s\n", cmd, err.msg);
+        nx_cli_report(cmd, err.msg, NULL);
         return false;
     }
     return true;
@@ -250,6 +250,8 @@ const nx_cli_flag_name nx_cli_gen_flags[] = {
     {"mtp_model", "--mtp-model"},
     {"chat_format", "--chat-format"},
     {"oracle mode", "--spec-oracle"},
+    {"kv_type_v", "--cache-type-v"},
+    {"kv_type", "--cache-type-k"},
     {NULL, NULL},
 };
 
