@@ -8,8 +8,11 @@
  * and on all threads, as the yardstick.  Prints the median of --runs timed runs (after one
  * warm-up run) as a markdown table.
  *
- * usage: bench_dot [--mb N] [--runs N] [--types q8_0,q4_K,...] [--isa scalar,avx2,avx512]
- *                  [--threads N]
+ * usage: bench_dot [--mb N | --kb N] [--runs N] [--types q8_0,q4_K,...] [--isa scalar,avx2,avx512]
+ *                  [--threads N] [--rows 1,4] [--no-prepared]
+ * --kb N: a weight matrix of N KiB instead (e.g. 256: stays in L2, so the kernel's compute cost
+ * alone is measured); --rows: the activation row counts (1..8); --no-prepared: the vec-dot
+ * kernel on plain activation rows even where a prepared-activation kernel exists (A/B).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,17 +122,32 @@ static bool list_has(const char *list, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    size_t mb = 512;
-    int runs = 5, threads = 0;
+    size_t mb = 512, kb = 0;
+    int runs = 5, threads = 0, nrows_list = 0, rows_list[8];
+    bool no_prep = false;
     const char *types_arg = NULL, *isa_arg = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--kb") && i + 1 < argc) kb = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--no-prepared")) no_prep = true;
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
+            for (char *t = strtok(argv[++i], ","); t && nrows_list < 8; t = strtok(NULL, ",")) {
+                rows_list[nrows_list] = atoi(t);
+                if (rows_list[nrows_list] < 1 || rows_list[nrows_list] > 8) {
+                    fprintf(stderr, "bench_dot: --rows takes counts in 1..8\n");
+                    return 2;
+                }
+                nrows_list++;
+            }
+        }
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa_arg = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--mb N] [--runs N] [--types a,b] [--isa scalar,avx2,avx512] [--threads N]\n",
+            fprintf(stderr,
+                    "usage: %s [--mb N | --kb N] [--runs N] [--types a,b] [--isa scalar,avx2,avx512] [--threads N] "
+                    "[--rows 1,4] [--no-prepared]\n",
                     argv[0]);
             return 2;
         }
@@ -144,7 +162,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_dot: %s\n", err.msg);
         return 1;
     }
-    const size_t bytes = mb << 20;
+    if (!nrows_list) rows_list[nrows_list++] = 1, rows_list[nrows_list++] = 4;
+    const size_t bytes = kb ? kb << 10 : mb << 20;
     unsigned char *buf = nx_alloc_aligned(bytes, "weights", &err); /* zeroed = touched */
     if (!buf) {
         fprintf(stderr, "bench_dot: %s\n", err.msg);
@@ -152,8 +171,8 @@ int main(int argc, char **argv) {
     }
     const int nth = nx_pool_size(pool);
     const nx_isa best = nx_cpu_isa();
-    printf("bench_dot: %zu MiB weights, rows of %d, median of %d runs, %d threads, best ISA %s\n\n", mb, IN, runs,
-           nth, nx_isa_name(best));
+    printf("bench_dot: %zu KiB weights, rows of %d, median of %d runs, %d threads, best ISA %s%s\n\n", bytes >> 10, IN,
+           runs, nth, nx_isa_name(best), no_prep ? ", vec-dot kernels on plain activation rows" : "");
 
     memset(buf, 1, bytes);
     double bw1_cpu;
@@ -173,8 +192,8 @@ int main(int argc, char **argv) {
     const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q5_0,
                              NX_TYPE_Q4_1, NX_TYPE_Q5_1, NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32,
                              NX_TYPE_Q2_K, NX_TYPE_Q3_K, NX_TYPE_IQ4_XS, NX_TYPE_IQ4_NL};
-    static float x[4 * IN];
-    for (int i = 0; i < 4 * IN; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    static float x[8 * IN];
+    for (int i = 0; i < 8 * IN; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
     for (size_t ti = 0; ti < NX_ARRAY_LEN(types); ti++) {
         const nx_type_traits *t = nx_type_get(types[ti]);
         if (!list_has(types_arg, t->name)) continue;
@@ -196,12 +215,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_dot: %s\n", err.msg);
             return 1;
         }
-        float *yb = malloc(sizeof(float) * 4 * (size_t)out);
+        float *yb = malloc(sizeof(float) * 8 * (size_t)out);
         nx_matmul_scratch scratch = {0};
         for (int isa = 0; isa <= (int)best; isa++) {
             if (!list_has(isa_arg, nx_isa_name((nx_isa)isa))) continue;
             nx_cpu_set_isa((nx_isa)isa);
-            for (int T = 1; T <= 4; T += 3) {
+            for (int ri = 0; ri < nrows_list; ri++) {
+                const int T = rows_list[ri];
                 /* single thread: the dot kernel alone over every weight row (activations
                  * converted beforehand), as nx_matmul's inner loop does it */
                 nx_dot_plan plan; /* the kernel and activation layout nx_matmul uses */
@@ -209,9 +229,14 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "bench_dot: %s\n", err.msg);
                     return 1;
                 }
+                if (no_prep && t->prepared[isa].dot && plan.dot == t->prepared[isa].dot) {
+                    plan.dot = nx_vec_dot_for(types[ti], (nx_isa)isa);
+                    plan.act_from_float = nx_type_get(t->vec_dot_type)->from_float;
+                    nx_row_size(t->vec_dot_type, IN, &plan.act_row_bytes, &err);
+                }
                 const nx_vec_dot_fn dot = plan.dot;
                 const size_t xrow = plan.act_row_bytes;
-                char *xq = nx_alloc_aligned(xrow * 4, "activations", &err);
+                char *xq = nx_alloc_aligned(xrow * 8, "activations", &err);
                 for (int r = 0; r < T; r++) {
                     if (plan.act_as_is) memcpy(xq + r * xrow, x + r * IN, xrow);
                     else plan.act_from_float(x + r * IN, xq + r * xrow, IN);
@@ -220,7 +245,7 @@ int main(int argc, char **argv) {
                 read_bandwidth(NULL, buf, bytes, runs, &read1);
                 for (int r = -1; r < runs; r++) { /* r = -1: warm-up */
                     double c0 = thread_cpu_s();
-                    for (int64_t o = 0; o < out; o++) dot(IN, yb + 4 * o, buf + (size_t)o * row_bytes, xq, xrow, T);
+                    for (int64_t o = 0; o < out; o++) dot(IN, yb + 8 * o, buf + (size_t)o * row_bytes, xq, xrow, T);
                     if (r >= 0) tc[r] = thread_cpu_s() - c0;
                 }
                 nx_free_aligned(xq);

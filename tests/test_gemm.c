@@ -55,19 +55,22 @@ static void fill_acts(float *x, int64_t n, int64_t T, tu_rng *r) {
 }
 
 /* y must equal, bit for bit, the 1-row kernel nx_matmul runs below 16 rows at the AVX-512
- * level, for every (row, output) pair: for q8_0 the kernel on prepared activations (its layout
- * made from the same q8_0 rows), otherwise the vec-dot kernel. */
+ * level, for every (row, output) pair: for q8_0 / q4_K / q5_K / q6_K the kernel on prepared
+ * activations, its layout made from the same q8_0 / q8_K rows; otherwise the vec-dot kernel. */
 static void check_rows(nx_type type, const char *w, size_t row_bytes, int64_t n, int64_t out, const char *xq,
                        size_t xrow, int64_t T, const float *y, const char *what) {
     const nx_prepared_dot *prep = &nx_type_get(type)->prepared[NX_ISA_AVX512];
-    assert_true(prep->dot == NULL || type == NX_TYPE_Q8_0); /* a new prepared kernel: extend this test */
+    const bool has_prep = type == NX_TYPE_Q8_0 || type == NX_TYPE_Q4_K || type == NX_TYPE_Q5_K || type == NX_TYPE_Q6_K;
+    assert_true(has_prep == (prep->dot != NULL)); /* a new prepared kernel: extend this test */
+    void (*pack)(const void *, void *, int64_t) = type == NX_TYPE_Q8_0   ? nx_prep_q8_0_from_blocks
+                                                  : type == NX_TYPE_Q6_K ? nx_prep_q8_K_q6_from_blocks
+                                                                         : nx_prep_q8_K_from_blocks;
     nx_vec_dot_fn dot = prep->dot ? prep->dot : nx_vec_dot_for(type, NX_ISA_AVX512);
-    const size_t prow = prep->dot ? prep->row_bytes(n) : 0;
-    char *xp = prep->dot ? malloc(prow) : NULL;
+    char *xp = prep->dot ? malloc(prep->row_bytes(n)) : NULL;
     for (int64_t t = 0; t < T; t++) {
         const char *xt = xq + (size_t)t * xrow;
         if (xp) {
-            nx_prep_q8_0_from_blocks(xt, xp, n);
+            pack(xt, xp, n);
             xt = xp;
         }
         for (int64_t o = 0; o < out; o++) {
@@ -158,7 +161,8 @@ static void test_gemm_raw_blocks(void **state) {
                 for (int64_t b = 0; b < n / 256; b++) {
                     nx_block_q8_K *blk = (nx_block_q8_K *)row + b;
                     blk->d = (float)tu_rng_normal(&r);
-                    for (int i = 0; i < 256; i++) blk->qs[i] = (int8_t)((int)(tu_rng_u64(&r) % 255) - 127);
+                    /* q8_K codes may be -128 (its quantiser rounds -max to -128) */
+                    for (int i = 0; i < 256; i++) blk->qs[i] = (int8_t)((int)(tu_rng_u64(&r) % 256) - 128);
                     for (int j = 0; j < 16; j++) {
                         int sum = 0;
                         for (int i = 0; i < 16; i++) sum += blk->qs[16 * j + i];

@@ -321,6 +321,106 @@ static void test_prepared_q8_0_layout(void **state) {
     }
 }
 
+/* ---- q4_K / q5_K / q6_K on prepared q8_K activations (AVX-512) ----
+ * The layouts, as documented in quant_kprep_avx512.c, spelled out here from the format
+ * definitions.  Activations, per super-block 384 bytes: codes as 4 vectors of 64 bytes (dword
+ * lane k of vector q = codes 16k+4q..16k+4q+3), then 16 floats dy * bsums[k] (q4_K / q5_K) or 16
+ * int32 -32 * bsums[k] (q6_K), then 16 copies of dy.  Weights (nx_kprep_decode): the unsigned
+ * codes in the same lane order, and per lane ds = d * scale, dm = dmin * min of the lane's
+ * sub-block; so ds * code - dm (q6_K: ds * (code - 32)) must be to_float's value, bit for bit
+ * (to_float is ggml's dequantisation, checked against ggml in test_quant_fixtures). */
+static int kcode(nx_type type, const void *blk, int e) { /* the unsigned code of element e */
+    if (type == NX_TYPE_Q6_K) {
+        const nx_block_q6_K *b = blk;
+        const int h = e / 128, r = e % 128, c = r / 32, l = r % 32;
+        const uint8_t lo = b->ql[64 * h + 32 * (c & 1) + l];
+        return (c < 2 ? lo & 0xF : lo >> 4) | (((b->qh[32 * h + l] >> (2 * c)) & 3) << 4);
+    }
+    const int j = e / 32, l = e % 32;
+    const uint8_t *qs = type == NX_TYPE_Q5_K ? ((const nx_block_q5_K *)blk)->qs : ((const nx_block_q4_K *)blk)->qs;
+    const int code = j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 0xF;
+    return type == NX_TYPE_Q5_K ? code | (((((const nx_block_q5_K *)blk)->qh[l] >> j) & 1) << 4) : code;
+}
+
+static void test_prepared_k_layout(void **state) {
+    (void)state;
+    if (nx_cpu_isa() < NX_ISA_AVX512) {
+        print_message("SKIPPING prepared K kernels: this CPU does not support AVX-512 (or NX_ISA lowered it)\n");
+        skip();
+    }
+    const nx_type ktypes[] = {NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
+    tu_rng rng;
+    tu_rng_seed(&rng, 5151);
+    const int64_t nb = 3, n = nb * 256;
+    for (size_t ti = 0; ti < NX_ARRAY_LEN(ktypes); ti++) {
+        const nx_type type = ktypes[ti];
+        const nx_type_traits *t = nx_type_get(type);
+        const nx_prepared_dot *p = &t->prepared[NX_ISA_AVX512];
+        assert_non_null(p->dot);
+        /* weights: random bytes with sane scales */
+        unsigned char *w = malloc(t->type_size * nb);
+        random_weights(type, w, n, &rng);
+        float *deq = malloc(sizeof(float) * n);
+        t->to_float(w, deq, n);
+        for (int64_t ib = 0; ib < nb; ib++) {
+            _Alignas(64) uint8_t codes[256];
+            _Alignas(64) float ds[16], dm[16];
+            nx_kprep_decode(type, w, ib, codes, ds, dm);
+            const void *blk = w + ib * t->type_size;
+            for (int k = 0; k < 16; k++)
+                for (int q = 0; q < 4; q++)
+                    for (int u = 0; u < 4; u++) {
+                        const int e = 16 * k + 4 * q + u, code = kcode(type, blk, e);
+                        assert_int_equal(codes[64 * q + 4 * k + u], code);
+                        volatile float prod = ds[k] * (float)(type == NX_TYPE_Q6_K ? code - 32 : code);
+                        volatile float v = type == NX_TYPE_Q6_K ? prod : prod - dm[k];
+                        const float want = deq[ib * 256 + e], got = v;
+                        if (memcmp(&got, &want, sizeof got) != 0)
+                            fail_msg("%s block %lld element %d: ds * code - dm = %.9g, to_float %.9g", t->name,
+                                     (long long)ib, e, (double)got, (double)want);
+                    }
+        }
+        /* activations: the layout from floats and from q8_K blocks */
+        float *xf = malloc(sizeof(float) * n);
+        nx_block_q8_K *ref = malloc(sizeof(nx_block_q8_K) * nb);
+        const size_t bytes = p->row_bytes(n);
+        assert_int_equal(bytes, (size_t)(384 * nb));
+        unsigned char *row = malloc(bytes), *row2 = malloc(bytes);
+        for (int dist = 0; dist < DIST_COUNT; dist++) {
+            fill_dist(xf, n, dist, 1e15f, &rng);
+            nx_type_get(NX_TYPE_Q8_K)->from_float(xf, ref, n);
+            memset(row, 0xAB, bytes); /* every byte must be written */
+            p->prepare(xf, row, n);
+            for (int64_t ib = 0; ib < nb; ib++) {
+                const unsigned char *sb = row + 384 * ib;
+                for (int k = 0; k < 16; k++) {
+                    for (int q = 0; q < 4; q++)
+                        for (int u = 0; u < 4; u++)
+                            assert_int_equal((int8_t)sb[64 * q + 4 * k + u], ref[ib].qs[16 * k + 4 * q + u]);
+                    if (type == NX_TYPE_Q6_K) {
+                        int32_t got;
+                        memcpy(&got, sb + 256 + 4 * k, 4);
+                        assert_int_equal(got, -32 * ref[ib].bsums[k]);
+                    } else {
+                        float got;
+                        memcpy(&got, sb + 256 + 4 * k, 4);
+                        volatile float want = ref[ib].d * (float)ref[ib].bsums[k];
+                        assert_true(got == want);
+                    }
+                    float dy;
+                    memcpy(&dy, sb + 320 + 4 * k, 4);
+                    assert_true(memcmp(&dy, &ref[ib].d, 4) == 0);
+                }
+            }
+            memset(row2, 0xCD, bytes);
+            if (type == NX_TYPE_Q6_K) nx_prep_q8_K_q6_from_blocks(ref, row2, n);
+            else nx_prep_q8_K_from_blocks(ref, row2, n);
+            assert_memory_equal(row, row2, bytes);
+        }
+        free(w), free(deq), free(xf), free(ref), free(row), free(row2);
+    }
+}
+
 /* Codes the activation quantiser never makes (-128) and constant extremes, written straight
  * into both layouts: the prepared kernel must still equal the scalar one. */
 static void test_prepared_q8_0_extreme_codes(void **state) {
@@ -390,6 +490,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_kernels_match_scalar),
         cmocka_unit_test(test_strided_rows),
         cmocka_unit_test(test_prepared_q8_0_layout),
+        cmocka_unit_test(test_prepared_k_layout),
         cmocka_unit_test(test_prepared_q8_0_extreme_codes),
     };
     return cmocka_run_group_tests(tests, NULL, teardown_report);

@@ -136,6 +136,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q4_K_avx512},
+        .prepared = {
+            [NX_ISA_AVX512] = {nx_dot_q4_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes},
+        },
 #endif
     },
     [NX_TYPE_Q5_K] = {
@@ -151,6 +154,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q5_K_avx512},
+        .prepared = {
+            [NX_ISA_AVX512] = {nx_dot_q5_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes},
+        },
 #endif
     },
     [NX_TYPE_Q6_K] = {
@@ -166,6 +172,9 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q6_K_avx512},
+        .prepared = {
+            [NX_ISA_AVX512] = {nx_dot_q6_K_prep_avx512, nx_prepare_q8_K_q6_avx512, nx_prep_q8_K_row_bytes},
+        },
 #endif
     },
     /* activation-only formats (the vec-dot types of others): convertible, no dot of their own */

@@ -100,6 +100,21 @@ void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_0_row_bytes(int64_t n);
 /* the prepared layout from q8_0 blocks (used by the GEMM path and tests) */
 void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n);
+/* q4_K / q5_K / q6_K on prepared q8_K activations (layout in quant_kprep_avx512.c; q6_K's
+ * variant carries -32 * bsums where q4_K / q5_K's carries dy * bsums) */
+void nx_dot_q4_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q5_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_dot_q6_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+void nx_prepare_q8_K_avx512(const float *src, void *dst, int64_t n);
+void nx_prepare_q8_K_q6_avx512(const float *src, void *dst, int64_t n);
+size_t nx_prep_q8_K_row_bytes(int64_t n);
+/* the prepared layouts from q8_K blocks (the GEMM path and tests) */
+void nx_prep_q8_K_from_blocks(const void *xq, void *dst, int64_t n);
+void nx_prep_q8_K_q6_from_blocks(const void *xq, void *dst, int64_t n);
+/* super-block ib of a q4_K / q5_K / q6_K weight row decoded as the prepared kernel sees it:
+ * codes in lane order (vector q, dword lane k = codes 16k+4q..16k+4q+3, unsigned), ds / dm per
+ * lane (dm = 0 for q6_K).  The GEMM panels are made of these. */
+void nx_kprep_decode(uint32_t type, const void *w, int64_t ib, uint8_t codes[256], float ds[16], float dm[16]);
 void nx_from_float_q8_0_avx512(const float *src, void *dst, int64_t n); /* quant_convert_avx512.c */
 /* lowbit formats (quant_lowbit_avx2.c, quant_lowbit_avx512.c) */
 void nx_dot_q2_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);

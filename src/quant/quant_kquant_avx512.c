@@ -11,9 +11,9 @@
  * super-block: |sum| < 2^25).  The min term uses q8_K's bsums: lane k of the 16 bsums belongs
  * to sub-block k/2; madd with the mins gives 8 int32 lanes.
  * Float work per row and super-block: acc += (d * dy) * float(codes sum), macc += (dmin * dy) *
- * float(min sum); result reduce(acc) - hsum(macc).  gemm_avx512.c repeats exactly these float
- * operations (bit-identical results whatever the batch size), so change both or neither; the
- * integer lanes may be formed in any way (integer sums are exact). */
+ * float(min sum); result reduce(acc) - hsum(macc).  (matmul runs the kernels on prepared
+ * activations at this ISA level, quant_kprep_avx512.c, which gemm_avx512.c mirrors; these are
+ * the vec-dot kernels of the type table, checked against scalar.) */
 
 /* permutexvar index tables into the 16 int16 {sc0..sc7, m0..m7}: lane i of group g picks
  * scale 2g + i/16; lane k of the min vector picks min k/2 */
@@ -163,7 +163,7 @@ DEFINE_DOT(nx_dot_q5_K_avx512, k4_rows, true)
  * The -32 offset is removed with the bsums: sum sc_j (q - 32) y = sum sc_j q y - 32 sum sc_j
  * bsum_j, and the second sum is one more dpwssd of the 16 bsums (a zero-extended ymm) with
  * -32 sc_j (|32 sc_j| <= 4096 fits int16; the total stays < 2^28).  Float work as q4_K's
- * without the min term (gemm_avx512.c mirrors it). */
+ * without the min term. */
 static const uint16_t q6_scale_idx[4][32] = {
     {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
     {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
