@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "forward/ops_avx512.h"
+#include "model/model.h"
 #include "quant/reduce16_avx512.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -50,19 +51,35 @@ ALWAYS_INLINE __m512 cell_partial(const uint8_t *k, nx_kv_type t, size_t cell, c
 }
 
 /* Scores of every query, 16 cells at a time (the block stays in L1 while each query uses it);
- * mx[j] = the largest score of query j. */
-ALWAYS_INLINE void all_scores(const uint8_t *k, nx_kv_type t, size_t stride, int D, float scale, const nx_attn_query *qs, int nq,
-                       int kmax, float *mx) {
+ * mx[j] = the largest score of query j.  A quantized block is dequantised once into kbuf (the
+ * exact floats load_cell gives) and every query reads those: the same bits, one conversion per
+ * cell instead of one per query. */
+ALWAYS_INLINE void all_scores(const uint8_t *k, nx_kv_type t, size_t stride, int D, float scale,
+                              const nx_attn_query *qs, int nq, int kmax, float *mx, float *kbuf) {
     __m512 vmax[NX_ATTN_MAX_Q], part[16];
     const __m512 vscale = _mm512_set1_ps(scale);
+    const bool quant = t == NX_KV_Q8_0 || t == NX_KV_Q4_0; /* then kbuf holds 16 x D floats */
     for (int j = 0; j < nq; j++) vmax[j] = _mm512_set1_ps(-INFINITY);
     for (int c0 = 0; c0 < kmax; c0 += 16) {
+        const uint8_t *kb = k;
+        size_t kcell = stride, kc0 = (size_t)c0 * stride;
+        nx_kv_type kt = t;
+        if (quant) {
+            const int ncell = kmax - c0 < 16 ? kmax - c0 : 16;
+            for (int c = 0; c < ncell; c++)
+                for (int i = 0; i < D; i += 16)
+                    _mm512_store_ps(kbuf + (size_t)c * D + i, load_cell(k, t, (size_t)(c0 + c) * stride, i));
+            kb = (const uint8_t *)kbuf;
+            kcell = (size_t)D * sizeof(float);
+            kc0 = 0;
+            kt = NX_KV_F32;
+        }
         for (int j = 0; j < nq; j++) {
             const int nc = qs[j].n_keys - c0 < 16 ? qs[j].n_keys - c0 : 16;
             if (nc <= 0) continue;
             for (int i = 0; i < 16; i++) { /* slot i holds cell c0 + 4 (i % 4) + i / 4 (nx_reduce16's order) */
                 const int c = 4 * (i % 4) + i / 4;
-                part[i] = c < nc ? cell_partial(k, t, (size_t)(c0 + c) * stride, qs[j].q, D) : _mm512_setzero_ps();
+                part[i] = c < nc ? cell_partial(kb, kt, kc0 + (size_t)c * kcell, qs[j].q, D) : _mm512_setzero_ps();
             }
             const __mmask16 m = (__mmask16)((1u << nc) - 1);
             const __m512 s = _mm512_mul_ps(nx_reduce16(part), vscale);
@@ -129,19 +146,20 @@ ALWAYS_INLINE void all_values(const uint8_t *v, nx_kv_type t, size_t stride, int
 }
 
 /* One instance of each phase per cache type, so the type is a constant inside the loops. */
-#define NX_SCORES(NAME, T)                                                                                    \
+#define NX_SCORES(NAME, T, KBUF_N)                                                                            \
     static void NAME(const uint8_t *k, size_t stride, int D, float scale, const nx_attn_query *qs, int nq, int kmax, \
                      float *mx) {                                                                                \
-        all_scores(k, T, stride, D, scale, qs, nq, kmax, mx);                                                   \
+        float kbuf[KBUF_N] __attribute__((aligned(64)));                                                         \
+        all_scores(k, T, stride, D, scale, qs, nq, kmax, mx, kbuf);                                             \
     }
 #define NX_VALUES(NAME, T)                                                                                       \
     static void NAME(const uint8_t *v, size_t stride, int D, const nx_attn_query *qs, int nq, const float *inv) { \
         all_values(v, T, stride, D, qs, nq, inv);                                                                 \
     }
-NX_SCORES(scores_f32, NX_KV_F32)
-NX_SCORES(scores_f16, NX_KV_F16)
-NX_SCORES(scores_q8_0, NX_KV_Q8_0)
-NX_SCORES(scores_q4_0, NX_KV_Q4_0)
+NX_SCORES(scores_f32, NX_KV_F32, 16)
+NX_SCORES(scores_f16, NX_KV_F16, 16)
+NX_SCORES(scores_q8_0, NX_KV_Q8_0, 16 * NX_MAX_HEAD_DIM)
+NX_SCORES(scores_q4_0, NX_KV_Q4_0, 16 * NX_MAX_HEAD_DIM)
 NX_VALUES(values_f32, NX_KV_F32)
 NX_VALUES(values_f16, NX_KV_F16)
 NX_VALUES(values_q8_0, NX_KV_Q8_0)
