@@ -305,7 +305,7 @@ bool nextn_tokenize(nextn_tokenizer *t, const char *text, size_t len, bool add_b
             nx_tokens_free(&v);
             return false;
         }
-        memcpy(ids, v.ids, v.n * sizeof *ids);
+        if (v.n) memcpy(ids, v.ids, v.n * sizeof *ids); /* v.ids is NULL for no tokens */
     }
     nx_tokens_free(&v);
     return true;
