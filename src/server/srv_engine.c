@@ -1,9 +1,12 @@
 /* srv_engine.c - slot scheduling and continuous batching for `nextn serve` (see srv_engine.h). */
 #include "server/srv_engine.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_GENERATE } slot_state;
 
@@ -25,7 +28,23 @@ typedef struct slot_cache {
                              * reply's turn begins; the next turn's prompt renders the reply differently,
                              * without its think block, so the cache can only match up to here) */
     uint64_t used;          /* admission counter when last used (LRU among equal matches) */
+    nx_srv_slot_info last;  /* the request it serves or served last (GET /slots) */
 } slot_cache;
+
+/* A slot operation or a GET /slots snapshot waiting for the engine thread (srv_engine.h).  It
+ * lives on the caller's stack; the engine sets `done` last, under the engine's mutex. */
+enum { OP_INFO = 3 };
+typedef struct slot_op {
+    int kind;               /* nx_srv_slot_action or OP_INFO */
+    int32_t slot;
+    const char *path, *name;
+    nx_srv_slot_result *res;
+    nx_srv_slot_info *info;
+    bool done, ok;
+    int status;
+    nx_err err;
+    struct slot_op *next;
+} slot_op;
 
 typedef struct slot {
     slot_state state;
@@ -64,6 +83,8 @@ struct nx_srv_engine {
     int n_busy;
     bool stopping;
     nx_srv_engine_stats st; /* totals (under mu) */
+    slot_op *ops;           /* waiting slot operations, oldest first (under mu) */
+    pthread_cond_t op_cv;   /* an operation finished */
 };
 
 /* ---- request completion helpers ---------------------------------------------------------- */
@@ -98,6 +119,9 @@ static void slot_release_ex(nx_srv_engine *e, slot *s, bool keep) {
     keep = keep && !e->p.no_cache && s->req && !s->req->no_cache && s->state != SLOT_FREE;
     if (s->req) {
         stats_add(e, s->req);
+        pthread_mutex_lock(&s->req->mu);
+        c->last.n_decoded = s->req->n_gen;
+        pthread_mutex_unlock(&s->req->mu);
         nx_srv_req_unref(s->req);
     }
     nextn_error ignored;
@@ -213,7 +237,7 @@ static int choose_slot(const nx_srv_engine *e, const nx_srv_req *r) {
     int best = -1;
     int32_t best_pos = -1;
     for (int i = 0; i < e->p.n_slots; i++) {
-        if (e->slots[i].state != SLOT_FREE) continue;
+        if (e->slots[i].state != SLOT_FREE || (r->id_slot >= 0 && r->id_slot != i)) continue;
         int32_t pos = 0;
         int ck;
         if (!e->p.no_cache && !r->no_cache) cache_match(e, i, r->prompt, r->n_prompt, &pos, &ck);
@@ -295,7 +319,7 @@ static void cache_after_part(nx_srv_engine *e, int32_t i, int32_t n_prompt, int3
 }
 
 /* Records one generated token; returns true when the request is finished (and releases the slot). */
-static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_after) {
+static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_after, const nextn_logprob *lp) {
     nx_srv_req *r = s->req;
     const char *piece = "";
     size_t n = 0;
@@ -310,6 +334,10 @@ static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_aft
     r->n_gen++;
     if (!detok_ok) {
         snprintf(msg, sizeof msg, "detokenizer: %s", derr.msg);
+    } else if (!eog && r->n_probs >= 0 && !lp) {
+        snprintf(msg, sizeof msg, "no log-probabilities for generated token %d", tok);
+    } else if (!eog && !nx_srv_req_push_token_locked(r, tok, lp)) {
+        snprintf(msg, sizeof msg, "out of memory recording the generated tokens");
     } else if (eog) {
         reason = "stop";
     } else if (nx_srv_req_append_locked(r, piece, n)) {
@@ -356,12 +384,26 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
         return false;
     }
     const int32_t reused = cache_prepare(e, (int32_t)(s - e->slots), r);
+    nx_srv_slot_info *li = &e->cache[s - e->slots].last;
+    li->has_req = true;
+    snprintf(li->id_task, sizeof li->id_task, "%s", r->id);
+    li->smp = r->smp;
+    li->smp.logit_bias = NULL;
+    li->n_logit_bias = r->smp.n_logit_bias;
+    li->max_tokens = r->max_tokens;
+    li->stream = r->stream;
+    li->ignore_eos = r->ignore_eos;
+    li->n_decoded = 0;
     s->n_fed = reused;
     pthread_mutex_lock(&r->mu);
     r->n_cache = reused;
     pthread_mutex_unlock(&r->mu);
     nextn_error err;
     if (!nextn_stream_create(&s->detok, e->tok, false, &err)) {
+        slot_fail(e, s, err.msg);
+        return false;
+    }
+    if (e->p.spec && !nextn_spec_set_logprobs(e->spec, (int32_t)(s - e->slots), r->n_probs, &err)) {
         slot_fail(e, s, err.msg);
         return false;
     }
@@ -376,13 +418,18 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     return true;
 }
 
-/* Moves queued requests into free slots, each into the one with the longest reusable prefix. */
+/* Moves queued requests into free slots, in order, each into the one with the longest reusable
+ * prefix; a request bound to a busy slot (id_slot) waits without holding up the others. */
 static void admit_queued(nx_srv_engine *e) {
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        nx_srv_req *r = e->q_len > 0 ? e->queue[e->q_head] : NULL;
-        const int i = r ? choose_slot(e, r) : -1;
-        if (i >= 0) {
+        nx_srv_req *r = NULL;
+        int i = -1;
+        for (int k = 0; k < e->q_len && i < 0; k++) {
+            r = e->queue[(e->q_head + k) % e->p.max_queue];
+            if ((i = choose_slot(e, r)) < 0) continue;
+            for (int j = k; j > 0; j--) /* close the gap: the entries before it move up one */
+                e->queue[(e->q_head + j) % e->p.max_queue] = e->queue[(e->q_head + j - 1) % e->p.max_queue];
             e->q_head = (e->q_head + 1) % e->p.max_queue;
             e->q_len--;
             e->n_busy++;
@@ -467,12 +514,15 @@ static void step_plain(nx_srv_engine *e) {
         slot *s = &e->slots[i];
         if (s->state == SLOT_FREE || s->row < 0) continue;
         int32_t tok;
-        if (!nextn_sampler_sample(s->smp, nextn_get_logits(e->ctx, s->row), &tok, &err)) {
+        const float *logits = nextn_get_logits(e->ctx, s->row);
+        nextn_logprob lp;
+        if (!nextn_sampler_sample(s->smp, logits, &tok, &err)) {
             slot_fail(e, s, err.msg);
             continue;
         }
         if (s->req->forced) tok = s->req->forced[s->req->n_gen]; /* tests: n_gen < n_forced here */
-        if (!nextn_sampler_accept(s->smp, tok, &err)) {
+        if ((s->req->n_probs >= 0 && !nextn_sampler_logprobs(s->smp, logits, tok, s->req->n_probs, &lp, &err)) ||
+            !nextn_sampler_accept(s->smp, tok, &err)) {
             slot_fail(e, s, err.msg);
             continue;
         }
@@ -480,7 +530,7 @@ static void step_plain(nx_srv_engine *e) {
         s->last = tok;
         if (!cache_push(&e->cache[i], &tok, 1)) s->req->no_cache = true;
         /* the token itself is decoded next iteration: it will occupy position n_past */
-        slot_emit(e, s, tok, nextn_n_past(e->ctx, i) + 1);
+        slot_emit(e, s, tok, nextn_n_past(e->ctx, i) + 1, s->req->n_probs >= 0 ? &lp : NULL);
     }
 }
 
@@ -511,7 +561,9 @@ static void step_spec(nx_srv_engine *e) {
         s->state = SLOT_GENERATE;
         s->n_fed = s->req->n_prompt;
         if (!cache_push(&e->cache[i], &first, 1)) s->req->no_cache = true;
-        slot_emit(e, s, first, s->n_fed + 1);
+        const nextn_logprob *lps = NULL;
+        if (s->req->n_probs >= 0 && nextn_spec_last_logprobs(e->spec, i, &lps) != 1) lps = NULL;
+        slot_emit(e, s, first, s->n_fed + 1, lps);
     }
     bool any = false;
     for (int i = 0; i < e->p.n_slots; i++) {
@@ -534,9 +586,11 @@ static void step_spec(nx_srv_engine *e) {
         if (!cache_push(&e->cache[i], e->spec_out + i * e->spec_stride, e->spec_n_out[i])) s->req->no_cache = true;
         /* written before the emitted tokens; the HTTP side reads them once the request is done */
         nextn_spec_seq_stats(e->spec, i, &s->req->draft_n, &s->req->draft_accepted);
+        const nextn_logprob *lps = NULL;
+        if (s->req->n_probs >= 0 && nextn_spec_last_logprobs(e->spec, i, &lps) != e->spec_n_out[i]) lps = NULL;
         for (int32_t k = 0; k < e->spec_n_out[i]; k++) {
             s->n_fed++;
-            if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1)) break;
+            if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1, lps ? &lps[k] : NULL)) break;
         }
     }
 }
@@ -547,14 +601,203 @@ static bool any_busy(nx_srv_engine *e) {
     return false;
 }
 
+/* ---- slot operations (srv_engine.h) ------------------------------------------------------- */
+
+/* err's message with every occurrence of path replaced by name (a client sees file names, not
+ * the server's directories). */
+static void hide_path(nx_err *err, const char *path, const char *name) {
+    char out[sizeof err->msg];
+    size_t o = 0;
+    const size_t pl = strlen(path), nl = strlen(name);
+    for (const char *p = err->msg; *p && o + 1 < sizeof out;) {
+        if (pl && strncmp(p, path, pl) == 0 && o + nl + 1 < sizeof out) {
+            memcpy(out + o, name, nl);
+            o += nl;
+            p += pl;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    memcpy(err->msg, out, o + 1);
+}
+
+static bool op_fail(slot_op *o, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool op_fail(slot_op *o, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(o->err.msg, sizeof o->err.msg, fmt, ap);
+    va_end(ap);
+    o->status = status;
+    return false;
+}
+
+static bool slot_save(nx_srv_engine *e, slot_op *o) {
+    const int32_t i = o->slot;
+    slot_cache *c = &e->cache[i];
+    const int32_t n = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+    if (n <= 0 || c->n_held != n || c->n_tok < n)
+        return op_fail(o, 400, "slot %d holds no tokens to save (its prompt cache is empty)", i);
+    nextn_state *st = NULL;
+    nextn_error ne;
+    bool ok = (e->ctx ? nextn_state_take(&st, e->ctx, i, NEXTN_STATE_FULL, &ne)
+                      : nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_FULL, &ne)) &&
+              nextn_state_set_tokens(st, c->tok, n, &ne) && nextn_state_save(st, o->path, &ne);
+    nextn_state_free(st);
+    if (!ok) {
+        op_fail(o, 500, "slot %d: %s", i, ne.msg);
+        hide_path(&o->err, o->path, o->name);
+        return false;
+    }
+    struct stat sb;
+    o->res->n_tokens = n;
+    o->res->n_bytes = stat(o->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    return true;
+}
+
+static bool slot_restore(nx_srv_engine *e, slot_op *o) {
+    const int32_t i = o->slot;
+    struct stat sb;
+    if (stat(o->path, &sb) != 0)
+        return op_fail(o, errno == ENOENT ? 404 : 400, "slot file %s: %s", o->name, strerror(errno));
+    nextn_state *st = NULL;
+    nextn_error ne;
+    if (!nextn_state_load(&st, e->model, o->path, &ne)) {
+        op_fail(o, 400, "%s", ne.msg);
+        hide_path(&o->err, o->path, o->name);
+        return false;
+    }
+    int32_t n = 0;
+    const int32_t *tok = nextn_state_tokens(st, &n);
+    const int32_t pos = nextn_state_pos(st);
+    bool ok = true;
+    if (!tok || n != pos || n <= 0)
+        ok = op_fail(o, 400, "slot file %s holds no token list for its %d positions (not saved by a server)", o->name,
+                     pos);
+    else if (pos >= e->p.n_ctx)
+        ok = op_fail(o, 400, "slot file %s holds %d positions; a slot holds %d (server option -c)", o->name, pos,
+                     e->p.n_ctx);
+    else if (!(e->ctx ? nextn_state_restore(e->ctx, i, st, &ne) : nextn_spec_state_restore(e->spec, i, st, &ne)))
+        ok = op_fail(o, 400, "slot file %s: %s", o->name, ne.msg);
+    if (ok) {
+        slot_cache *c = &e->cache[i];
+        cache_drop_from(c, 0);
+        c->n_tok = c->n_held = 0;
+        if (!cache_push(c, tok, n)) {
+            cache_forget(e, i);
+            ok = op_fail(o, 500, "out of memory restoring slot %d", i);
+        } else {
+            c->n_held = n;
+            o->res->n_tokens = n;
+            o->res->n_bytes = (uint64_t)sb.st_size;
+        }
+    }
+    nextn_state_free(st);
+    return ok;
+}
+
+static void slots_info(nx_srv_engine *e, nx_srv_slot_info *info) {
+    for (int32_t i = 0; i < e->p.n_slots; i++) {
+        const slot *s = &e->slots[i];
+        nx_srv_slot_info *x = &info[i];
+        *x = e->cache[i].last;
+        x->id = i;
+        x->processing = s->state != SLOT_FREE;
+        x->n_ctx = e->p.n_ctx;
+        x->n_tokens = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+        if (x->processing) {
+            pthread_mutex_lock(&s->req->mu);
+            x->n_decoded = s->req->n_gen;
+            pthread_mutex_unlock(&s->req->mu);
+        }
+    }
+}
+
+static void run_op(nx_srv_engine *e, slot_op *o) {
+    const double t0 = nx_time_s();
+    o->ok = true;
+    if (o->kind == OP_INFO) {
+        slots_info(e, o->info);
+    } else if (o->slot < 0 || o->slot >= e->p.n_slots) {
+        o->ok = op_fail(o, 400, "no slot %d (the server has %d: 0..%d)", o->slot, e->p.n_slots, e->p.n_slots - 1);
+    } else if (o->kind == NX_SRV_SLOT_SAVE) {
+        o->ok = slot_save(e, o);
+    } else if (o->kind == NX_SRV_SLOT_RESTORE) {
+        o->ok = slot_restore(e, o);
+    } else {
+        o->res->n_tokens = e->cache[o->slot].n_held;
+        cache_forget(e, o->slot);
+    }
+    if (o->res) o->res->ms = (nx_time_s() - t0) * 1e3;
+}
+
+/* Runs every waiting operation whose slot is free (the others wait for their slot). */
+static void run_ops(nx_srv_engine *e) {
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        slot_op *o = NULL;
+        for (slot_op **pp = &e->ops; *pp; pp = &(*pp)->next) {
+            const slot_op *c = *pp;
+            if (c->kind == OP_INFO || c->slot < 0 || c->slot >= e->p.n_slots || e->slots[c->slot].state == SLOT_FREE) {
+                o = *pp;
+                *pp = o->next;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (!o) return;
+        run_op(e, o);
+        pthread_mutex_lock(&e->mu);
+        o->done = true;
+        pthread_cond_broadcast(&e->op_cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+/* Queues o and waits until the engine has run it. */
+static bool submit_op(nx_srv_engine *e, slot_op *o, nx_err *err) {
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->mu);
+        o->status = 503;
+        return nx_fail(err, "server is shutting down");
+    }
+    slot_op **pp = &e->ops;
+    while (*pp) pp = &(*pp)->next;
+    *pp = o;
+    pthread_cond_signal(&e->cv);
+    while (!o->done) pthread_cond_wait(&e->op_cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    if (!o->ok) *err = o->err;
+    return o->ok;
+}
+
+bool nx_srv_engine_slot_action(nx_srv_engine *e, int32_t id_slot, nx_srv_slot_action action, const char *path,
+                               const char *name, nx_srv_slot_result *res, int *status, nx_err *err) {
+    memset(res, 0, sizeof *res);
+    slot_op o = {.kind = (int)action, .slot = id_slot, .path = path ? path : "", .name = name ? name : "", .res = res};
+    const bool ok = submit_op(e, &o, err);
+    *status = ok ? 200 : o.status;
+    return ok;
+}
+
+bool nx_srv_engine_slots(nx_srv_engine *e, nx_srv_slot_info *info, nx_err *err) {
+    slot_op o = {.kind = OP_INFO, .info = info};
+    return submit_op(e, &o, err);
+}
+
+int32_t nx_srv_engine_n_slots(const nx_srv_engine *e) { return e->p.n_slots; }
+bool nx_srv_engine_is_spec(const nx_srv_engine *e) { return e->spec != NULL; }
+
 static void *engine_main(void *arg) {
     nx_srv_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stopping && e->q_len == 0 && !any_busy(e)) pthread_cond_wait(&e->cv, &e->mu);
+        while (!e->stopping && e->q_len == 0 && !any_busy(e) && !e->ops) pthread_cond_wait(&e->cv, &e->mu);
         const bool stop = e->stopping;
         pthread_mutex_unlock(&e->mu);
         if (stop) break;
+        run_ops(e);
         admit_queued(e);
         drop_cancelled(e);
         if (e->p.spec)
@@ -588,6 +831,7 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
     e->p = *p;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->op_cv, NULL);
     if (p->n_ckpt < 0 || p->n_ckpt > NX_SRV_MAX_CKPT || p->ckpt_every < 0) {
         free(e);
         return nx_fail(err, "serve: %d checkpoints per slot (0..%d), every %d tokens (>= 0)", p->n_ckpt, NX_SRV_MAX_CKPT,
@@ -711,6 +955,19 @@ void nx_srv_engine_stop(nx_srv_engine *e) {
     pthread_mutex_unlock(&e->mu);
     if (e->thread_started) pthread_join(e->thread, NULL);
     e->thread_started = false;
+    pthread_mutex_lock(&e->mu); /* operations nobody will run */
+    for (slot_op *o = e->ops; o; o = o->next) {
+        o->ok = false;
+        o->status = 503;
+        snprintf(o->err.msg, sizeof o->err.msg, "server is shutting down");
+    }
+    for (slot_op *o = e->ops, *next; o; o = next) {
+        next = o->next;
+        o->done = true;
+    }
+    e->ops = NULL;
+    pthread_cond_broadcast(&e->op_cv);
+    pthread_mutex_unlock(&e->mu);
     for (int i = 0; e->slots && i < e->p.n_slots; i++)
         if (e->slots[i].state != SLOT_FREE) {
             slot *s = &e->slots[i];
@@ -758,6 +1015,7 @@ void nx_srv_engine_free(nx_srv_engine *e) {
     free(e->spec_n_out);
     free(e->spec_max);
     pthread_cond_destroy(&e->cv);
+    pthread_cond_destroy(&e->op_cv);
     pthread_mutex_destroy(&e->mu);
     free(e);
 }

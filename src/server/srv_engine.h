@@ -92,6 +92,46 @@ typedef struct nx_srv_engine_stats {
     int32_t n_slots, busy, queued; /* now */
 } nx_srv_engine_stats;
 void nx_srv_engine_get_stats(nx_srv_engine *e, nx_srv_engine_stats *st);
+/* ---- slots (llama-server's GET /slots and POST /slots/{id}?action=save|restore|erase) ----
+ * Run by the engine thread between iterations, before admission; the caller blocks until done.
+ * save / restore / erase wait while the slot serves a request (as llama-server defers them).
+ *   save:    the slot's sequence (what its prompt cache holds: prompt and reply but the last
+ *            token) as a FULL state with its tokens, to `path` (nextn_state_save: the attention
+ *            KV, the recurrent state and, in speculative mode, the MTP KV and the driver's rows);
+ *   restore: the file's state into the slot (its checkpoints dropped), so a request whose
+ *            prompt starts with the file's tokens continues from it; a file of another model,
+ *            format version or KV type, or one longer than a slot, is refused;
+ *   erase:   the slot's sequence and checkpoints are dropped.
+ * n_tokens: tokens saved / restored / erased; n_bytes: the file's size. */
+typedef enum { NX_SRV_SLOT_SAVE, NX_SRV_SLOT_RESTORE, NX_SRV_SLOT_ERASE } nx_srv_slot_action;
+typedef struct nx_srv_slot_result {
+    int32_t n_tokens;
+    uint64_t n_bytes;
+    double ms;
+} nx_srv_slot_result;
+/* On failure *status is the HTTP status (400: no such slot, a bad or foreign file; 404: no
+ * such file; 500: cannot write; 503: stopping) and err says why, naming the file by `name`. */
+bool nx_srv_engine_slot_action(nx_srv_engine *e, int32_t id_slot, nx_srv_slot_action action, const char *path,
+                               const char *name, nx_srv_slot_result *res, int *status, nx_err *err);
+
+/* One slot as GET /slots shows it: the request it serves, or the last one it served. */
+typedef struct nx_srv_slot_info {
+    int32_t id;
+    bool processing;
+    int32_t n_ctx;
+    int32_t n_tokens;           /* positions its sequence holds */
+    bool has_req;               /* the fields below describe a request */
+    char id_task[48];           /* that request's id */
+    nextn_sampler_params smp;   /* its sampling (logit_bias not kept: NULL) */
+    int32_t n_logit_bias;
+    int32_t max_tokens;
+    bool stream, ignore_eos;
+    int32_t n_decoded;          /* tokens generated so far */
+} nx_srv_slot_info;
+/* Fills info[0 .. n_slots) (the caller's array of nx_srv_engine_n_slots entries). */
+bool nx_srv_engine_slots(nx_srv_engine *e, nx_srv_slot_info *info, nx_err *err);
+int32_t nx_srv_engine_n_slots(const nx_srv_engine *e);
+bool nx_srv_engine_is_spec(const nx_srv_engine *e);
 /* Stops the thread and fails every unfinished request with status 503 ("server is shutting
  * down"); later submits fail.  The engine stays allocated (other threads may still call
  * submit / load) until nx_srv_engine_free.  NULL is allowed. */

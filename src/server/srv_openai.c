@@ -587,7 +587,7 @@ static cJSON *usage_obj(const nx_srv_req *r) {
 /* llama.cpp-style timings: prompt = admission to first token, predicted = the rest; prompt_n
  * counts the prompt tokens decoded, cache_n those reused from the prompt cache; draft_n /
  * draft_n_accepted (speculative mode) as llama-server reports them. */
-static cJSON *timings_obj(const nx_srv_req *r) {
+cJSON *nx_srv_timings_json(const nx_srv_req *r) {
     cJSON *t = cJSON_CreateObject();
     const double pm = ms(r->t_start, r->t_first), gm = ms(r->t_first, r->t_end);
     const int32_t decoded = r->n_prompt - r->n_cache;
@@ -705,7 +705,7 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
     }
     cJSON_AddStringToObject(c, "finish_reason", nx_srv_finish_reason(r, n_calls));
     cJSON_AddItemToObject(o, "usage", usage_obj(r));
-    cJSON_AddItemToObject(o, "timings", timings_obj(r));
+    cJSON_AddItemToObject(o, "timings", nx_srv_timings_json(r));
     return print_free(o);
 }
 
@@ -755,7 +755,7 @@ char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text
         cJSON_AddStringToObject(c, "finish_reason", finish_reason);
     else
         cJSON_AddNullToObject(c, "finish_reason");
-    if (finish_reason) cJSON_AddItemToObject(o, "timings", timings_obj(r));
+    if (finish_reason) cJSON_AddItemToObject(o, "timings", nx_srv_timings_json(r));
     return print_free(o);
 }
 

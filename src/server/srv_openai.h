@@ -52,6 +52,8 @@ void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]);
 /* finish_reason of a finished reply with n_calls tool calls: "tool_calls" where it stopped on
  * its own after calls, else the engine's reason. */
 const char *nx_srv_finish_reason(const nx_srv_req *r, int n_calls);
+/* llama.cpp's "timings" object of a finished request. */
+cJSON *nx_srv_timings_json(const nx_srv_req *r);
 /* The usage-only chunk (stream_options.include_usage). */
 char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model);
 /* {"error": {"message": ..., "type": ..., "code": status}} */

@@ -18,6 +18,9 @@ nx_srv_req *nx_srv_req_new(void) {
     pthread_condattr_destroy(&ca);
     r->refs = 1;
     r->max_tokens = 1;
+    r->id_slot = -1;
+    r->n_probs = -1;
+    r->stop_index = -1;
     return r;
 }
 
@@ -37,6 +40,9 @@ void nx_srv_req_unref(nx_srv_req *r) {
     free(r->forced);
     free(r->gen_prefix);
     nx_srv_tools_free(r->tools);
+    free(r->logit_bias);
+    free(r->tokens);
+    free(r->probs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     nx_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
@@ -76,6 +82,7 @@ bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n) {
             if (memcmp(r->text.data + p, r->stop[i], sl) == 0) {
                 at = p; /* the earliest match wins */
                 cut = r->stop_keep[i] ? p + sl : p;
+                r->stop_index = i;
                 break;
             }
     }
@@ -87,6 +94,28 @@ bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n) {
     }
     r->safe_len = r->text.len - held_back(r, r->text.data, r->text.len);
     return false;
+}
+
+bool nx_srv_req_push_token_locked(nx_srv_req *r, int32_t tok, const nextn_logprob *lp) {
+    if (r->n_tokens == r->cap_tokens) {
+        const int32_t cap = r->cap_tokens ? 2 * r->cap_tokens : 64;
+        int32_t *t = realloc(r->tokens, (size_t)cap * sizeof *t);
+        if (!t) return false;
+        r->tokens = t;
+        if (r->n_probs >= 0) {
+            nextn_logprob *p = realloc(r->probs, (size_t)cap * sizeof *p);
+            if (!p) return false;
+            r->probs = p;
+        }
+        r->cap_tokens = cap;
+    }
+    if (r->n_probs >= 0) {
+        if (lp) r->probs[r->n_tokens] = *lp;
+        else memset(&r->probs[r->n_tokens], 0, sizeof *r->probs);
+        r->probs[r->n_tokens].token = tok;
+    }
+    r->tokens[r->n_tokens++] = tok;
+    return true;
 }
 
 void nx_srv_req_finish_locked(nx_srv_req *r, const char *reason, const char *error) {

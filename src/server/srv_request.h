@@ -35,6 +35,10 @@ typedef struct nx_srv_req {
     bool chat;                  /* chat.completion response shape */
     bool include_usage;         /* stream_options.include_usage */
     bool no_cache;              /* "cache_prompt": false - decode the whole prompt, keep nothing */
+    int32_t id_slot;            /* the slot to run in (llama-server's id_slot); -1: any free one */
+    nextn_logit_bias *logit_bias; /* owned; smp.logit_bias points here (smp.n_logit_bias entries) */
+    int32_t n_probs;            /* -1: no log-probabilities; else each generated token's, with this
+                                 * many (<= NEXTN_MAX_TOP_LOGPROBS) most likely alternatives */
     char id[48];                /* "cmpl-..." / "chatcmpl-..." */
     int64_t created;            /* unix seconds */
     /* tool calls in the output (chat; see srv_tools.h): NULL = the text is plain content */
@@ -53,11 +57,15 @@ typedef struct nx_srv_req {
     nx_buf text;                /* generated text; stop strings are cut off when found */
     size_t safe_len;            /* bytes of text that can no longer become part of a stop string */
     int32_t n_gen;              /* tokens generated */
+    int32_t *tokens;            /* the generated token ids but a final end-of-generation token */
+    nextn_logprob *probs;       /* [n_tokens] their log-probabilities (n_probs >= 0), else NULL */
+    int32_t n_tokens, cap_tokens;
     int32_t n_cache;            /* prompt tokens taken from the prompt cache instead of decoded */
     int64_t draft_n, draft_accepted; /* speculative mode: draft tokens verified / accepted */
     bool done;                  /* no more text will come */
     bool cancelled;             /* the client went away: the engine drops the request */
     const char *finish_reason;  /* "stop" or "length" once done (NULL on error) */
+    int stop_index;             /* the stop string that ended the text, -1 none */
     char error[256];            /* non-empty: the request failed (done is set too) */
     int error_status;           /* its HTTP status: 500 failed, 503 server stopping, 499 cancelled */
     double t_submit, t_start, t_first, t_end; /* nx_time_s(): queued, admitted, first token, done */
@@ -76,6 +84,11 @@ void nx_srv_req_unref(nx_srv_req *r);
 bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n);
 /* Engine side, with r->mu held: marks the request finished (reason or error message; an error
  * has status 500) and releases all remaining text to the reader. */
+/* Engine side, with r->mu held: records a generated token (and its log-probabilities when the
+ * request asked for them; lp may be NULL otherwise).  False on out of memory. */
+bool nx_srv_req_push_token_locked(nx_srv_req *r, int32_t tok, const nextn_logprob *lp);
+/* Engine side, with r->mu held: marks the request finished (reason or error message) and
+ * releases all remaining text to the reader. */
 void nx_srv_req_finish_locked(nx_srv_req *r, const char *reason, const char *error);
 /* The same for an error with its HTTP status (503 stopping, 499 cancelled by the client). */
 void nx_srv_req_fail_locked(nx_srv_req *r, int status, const char *error);
