@@ -19,7 +19,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *chat_format = NULL;
     int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
     int32_t max_body_mb = 16, timeout_s = 30;
-    const char *cors = NULL;
+    const char *cors = NULL, *tags = NULL, *slot_save_path = NULL;
     int kv_choice = 0, k_choice = -1, v_choice = -1, spec_choice = 0;
     bool no_think = false, no_adaptive = false, no_cache = false, no_webui = false;
     int32_t n_ckpt = 8, ckpt_every = 256;
@@ -43,9 +43,12 @@ int cmd_serve(int argc, char **argv) {
         {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "default min-p (default 0.05)", 0, 1, NULL, false},
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "default sampling seed (default: from the clock)", 0, 0, NULL, false},
         {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, NULL, false},
-        {"--cors", NULL, NX_ARG_STRING, &cors, "ORIGINS", "let web pages from these origins call the API (comma-separated, e.g. https://app.example; * = any); default: none", 0, 0, NULL, false},
+        {"--cors", NULL, NX_ARG_STRING, &cors, "ORIGINS", "let web pages from these origins call the API (comma-separated, e.g. https://app.example; * = any; localhost = any localhost origin); default: none", 0, 0, NULL, false},
+        {"--cors-origins", NULL, NX_ARG_STRING, &cors, "ORIGINS", "the same as --cors (llama-server's name)", 0, 0, NULL, false},
         {"--timeout", NULL, NX_ARG_INT, &timeout_s, "S", "close a connection idle this many seconds (keep-alive, slow upload; default 30)", 1, 86400, NULL, false},
-        {"--alias", "-a", NX_ARG_STRING, &alias, "NAME", "model name reported by the API (default: the file name)", 0, 0, NULL, false},
+        {"--alias", "-a", NX_ARG_STRING, &alias, "NAMES", "model names the API answers to, comma-separated; the first in sorted order is the id reported (default: the file name)", 0, 0, NULL, false},
+        {"--tags", NULL, NX_ARG_STRING, &tags, "TAGS", "model tags listed by /v1/models, comma-separated (informational)", 0, 0, NULL, false},
+        {"--slot-save-path", NULL, NX_ARG_STRING, &slot_save_path, "DIR", "folder of slot files (POST /slots/{id}?action=save|restore); default: those actions off", 0, 0, NULL, false},
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
         {"--no-webui", NULL, NX_ARG_FLAG, &no_webui, NULL, "no chat page at / (default: served)", 0, 0, NULL, false},
@@ -86,13 +89,45 @@ int cmd_serve(int argc, char **argv) {
     nextn_model *model = NULL;
     if (!nx_cli_load_model(CMD, model_path, spec_choice == 1, &model)) return 1;
     const char *base = strrchr(model_path, '/');
+    /* --alias a,b and --tags x,y: trimmed, empty ones dropped, aliases sorted (the first is the id,
+     * as llama-server keeps them in a sorted set) */
+    static char alias_buf[2048], tag_buf[2048];
+    const char *aliases[NX_SRV_MAX_ALIASES], *tag_list[NX_SRV_MAX_ALIASES];
+    int n_aliases = 0, n_tags = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *src = pass ? tags : alias;
+        char *buf = pass ? tag_buf : alias_buf;
+        const char **list = pass ? tag_list : aliases;
+        int *n = pass ? &n_tags : &n_aliases;
+        if (!src) continue;
+        snprintf(buf, 2048, "%s", src);
+        for (char *save = NULL, *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+            while (*a == ' ') a++;
+            for (size_t l = strlen(a); l && a[l - 1] == ' ';) a[--l] = '\0';
+            bool dup = !*a;
+            for (int i = 0; i < *n && !dup; i++) dup = strcmp(list[i], a) == 0;
+            if (dup) continue;
+            if (*n == NX_SRV_MAX_ALIASES) {
+                nextn_model_free(model);
+                return nx_usage_error(CMD, pass ? "--tags: more than 16" : "--alias: more than 16 names");
+            }
+            int k = (*n)++;
+            for (; k > 0 && strcmp(list[k - 1], a) > 0 && !pass; k--) list[k] = list[k - 1];
+            list[k] = a;
+        }
+    }
+    if (alias && n_aliases == 0) {
+        nextn_model_free(model);
+        return nx_usage_error(CMD, "--alias: no name given");
+    }
     nx_server_params p = {
         .host = host,
         .model_path = model_path,
         .timeout_s = timeout_s,
         .port = port,
         .api_key = api_key,
-        .model_name = alias ? alias : base ? base + 1 : model_path,
+        .model_name = n_aliases ? aliases[0] : base ? base + 1 : model_path,
+        .slot_save_path = slot_save_path,
         .chat_format = chat_format,
         .max_body = (size_t)max_body_mb << 20,
         .no_webui = no_webui,
@@ -103,6 +138,10 @@ int cmd_serve(int argc, char **argv) {
                    .no_cache = no_cache, .n_ckpt = n_ckpt, .ckpt_every = ckpt_every},
         .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think},
     };
+    for (int i = 0; i < n_aliases; i++) p.defaults.aliases[i] = aliases[i];
+    for (int i = 0; i < n_tags; i++) p.defaults.tags[i] = tag_list[i];
+    p.defaults.n_aliases = n_aliases;
+    p.defaults.n_tags = n_tags;
     char cors_buf[2048] = "";
     if (cors) {
         snprintf(cors_buf, sizeof cors_buf, "%s", cors);

@@ -99,8 +99,10 @@ check("streamed completion: event-stream, same text, [DONE] last", s.status === 
   textOf(s.events) === p0.text && s.events.at(-1) === "[DONE]", textOf(s.events));
 check("streamed completion: one finish_reason (length) and a usage chunk",
   JSON.stringify(finishOf(s.events)) === '["length"]' && s.events.at(-2).usage?.completion_tokens === p0.n, s.events.slice(-3));
-r = await post("/completions", { prompt: p0.ids, max_tokens: p0.n, temperature: 0, ignore_eos: true });
-check("prompt as token ids (and the path without /v1) gives the same text", r.status === 200 && r.json.choices[0].text === p0.text, r.json);
+r = await post("/v1/completions", { prompt: p0.ids, max_tokens: p0.n, temperature: 0, ignore_eos: true });
+check("prompt as token ids gives the same text", r.status === 200 && r.json.choices[0].text === p0.text, r.json);
+r = await post("/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 2 });
+check("the chat path without /v1 answers in OpenAI's shape", r.status === 200 && r.json.object === "chat.completion", r.json);
 
 // ---- parallel slots: more requests than slots, half of them streamed
 const all = await Promise.all(want.prompts.map((p, i) => i % 2 ? stream("/v1/completions", greedy(p)) : post("/v1/completions", greedy(p))));

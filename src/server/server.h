@@ -30,6 +30,8 @@ typedef struct nx_server_params {
     const char *api_key;        /* NULL: no authentication */
     const char *model_name;     /* the "model" reported in responses (a request's must match) */
     const char *model_path;     /* for GET /props */
+    const char *slot_save_path; /* folder of POST /slots/{id}?action=save|restore files; NULL: those
+                                 * actions answer 501 */
     int timeout_s;              /* an idle connection (keep-alive, slow upload) is closed after this */
     const char *cors_origins[NX_SERVER_MAX_CORS]; /* origins granted CORS ("*" = any); none = no CORS */
     int n_cors;

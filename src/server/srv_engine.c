@@ -397,6 +397,7 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     s->n_fed = reused;
     pthread_mutex_lock(&r->mu);
     r->n_cache = reused;
+    r->slot_used = (int32_t)(s - e->slots);
     pthread_mutex_unlock(&r->mu);
     nextn_error err;
     if (!nextn_stream_create(&s->detok, e->tok, false, &err)) {

@@ -16,6 +16,7 @@
 
 #include "nextn_internal.h"
 #include "server/srv_json.h"
+#include "server/srv_native.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +71,7 @@ struct nx_server {
     int port;
     char url[300];
     char addrs[400];
+    nx_srv_fim fim;          /* the vocabulary's fill-in-the-middle tokens (/infill) */
 };
 
 /* Per-request state (libmicrohttpd's con_cls), created at the first call for a request. */
@@ -142,6 +145,13 @@ static enum MHD_Result handle_detokenize(nx_server *s, struct MHD_Connection *c,
 static enum MHD_Result handle_completions(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
 static enum MHD_Result handle_chat(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
 static enum MHD_Result handle_webui(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
+static enum MHD_Result handle_native(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
+static cJSON *small_body(nx_server *s, struct MHD_Connection *c, conn *cn, const char *const *keys, size_t n_keys,
+                         enum MHD_Result *ret);
+static enum MHD_Result handle_infill(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
+static enum MHD_Result handle_apply_template(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
+static enum MHD_Result handle_slots(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
+static enum MHD_Result handle_slot_action(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest);
 
 /* Every endpoint.  A new endpoint is one line here and its handler. */
 static const route ROUTES[] = {
@@ -156,7 +166,13 @@ static const route ROUTES[] = {
     {"/tokenize", M_POST, true, "/tokenize", handle_tokenize},
     {"/detokenize", M_POST, true, "/detokenize", handle_detokenize},
     {"/v1/completions", M_POST, true, "/v1/completions", handle_completions},
-    {"/completions", M_POST, true, "/v1/completions", handle_completions},
+    /* llama-server's own API: /completion and /completions (without /v1) answer natively */
+    {"/completion", M_POST, true, "/completion", handle_native},
+    {"/completions", M_POST, true, "/completion", handle_native},
+    {"/infill", M_POST, true, "/infill", handle_infill},
+    {"/apply-template", M_POST, true, "/apply-template", handle_apply_template},
+    {"/slots", M_GET, true, "/slots", handle_slots},
+    {"/slots/", M_POST, true, "/slots/{id}", handle_slot_action},
     {"/v1/chat/completions", M_POST, true, "/v1/chat/completions", handle_chat},
     {"/chat/completions", M_POST, true, "/v1/chat/completions", handle_chat},
     {"/", M_GET, false, "/", handle_webui},
@@ -192,6 +208,20 @@ static void allow_text(const route *rt, char *out, size_t cap) {
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
+/* An Origin whose host is localhost, 127.0.0.1 or [::1] (any scheme and port): llama-server's
+ * --cors-origins value "localhost" grants those. */
+static bool origin_is_local(const char *origin) {
+    const char *h = strstr(origin, "://");
+    if (!h) return false;
+    h += 3;
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < NX_ARRAY_LEN(hosts); i++) {
+        const size_t n = strlen(hosts[i]);
+        if (strncasecmp(h, hosts[i], n) == 0 && (h[n] == '\0' || h[n] == ':' || h[n] == '/')) return true;
+    }
+    return false;
+}
+
 /* The origin to grant CORS to (echoed in Access-Control-Allow-Origin), NULL for none. */
 static const char *cors_origin(const nx_server *s, struct MHD_Connection *c) {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
@@ -199,6 +229,7 @@ static const char *cors_origin(const nx_server *s, struct MHD_Connection *c) {
     for (int i = 0; i < s->p.n_cors; i++) {
         if (strcmp(s->p.cors_origins[i], "*") == 0) return "*";
         if (strcasecmp(s->p.cors_origins[i], origin) == 0) return origin;
+        if (strcmp(s->p.cors_origins[i], "localhost") == 0 && origin_is_local(origin)) return origin;
     }
     return NULL;
 }
@@ -252,6 +283,13 @@ static enum MHD_Result reply_error(nx_server *s, struct MHD_Connection *c, conn 
     return reply_error_h(s, c, cn, status, msg, NULL, NULL);
 }
 
+/* llama-server's exceed_context_size_error (400): the prompt does not fit a slot. */
+static enum MHD_Result reply_exceeds(nx_server *s, struct MHD_Connection *c, conn *cn, const char *msg, int32_t n_prompt) {
+    snprintf(cn->error, sizeof cn->error, "%s", msg);
+    return reply_body(s, c, cn, 400, nx_srv_exceed_error_json(msg, n_prompt, s->p.defaults.n_ctx),
+                      "application/json; charset=utf-8", NULL, NULL);
+}
+
 static char *print_free(cJSON *o) {
     char *t = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
@@ -273,6 +311,9 @@ typedef struct sse {
     nx_buf out;             /* SSE bytes not yet handed to MHD */
     size_t out_pos;
     double t_out;           /* when the last bytes were produced */
+    int32_t lp_sent;        /* generated tokens whose log-probabilities / ids went out */
+    bool native;            /* llama-server's /completion stream (no [DONE]) */
+    bool return_tokens;     /* native: the final event lists the tokens */
 } sse;
 
 static bool sse_event(sse *st, char *json) {
@@ -282,6 +323,17 @@ static bool sse_event(sse *st, char *json) {
               nx_buf_append(&st->out, "\n\n", 2, &err);
     free(json);
     return ok;
+}
+
+/* A text chunk, with the log-probabilities of the tokens generated since the last one. */
+static char *chunk(sse *st, const char *p, size_t n, bool reasoning, const char *finish, bool role) {
+    nx_srv_req *r = st->r;
+    cJSON *lp = NULL;
+    if (!role && r->n_probs >= 0 && r->n_tokens > st->lp_sent) {
+        lp = nx_srv_oai_logprobs(r, st->s->tok, st->lp_sent, r->n_tokens);
+        st->lp_sent = r->n_tokens;
+    }
+    return nx_srv_chunk_json(r, st->s->p.model_name, p, n, reasoning, finish, role, lp);
 }
 
 static const char think_end[] = "</think>";
@@ -296,7 +348,7 @@ static size_t tag_prefix_tail(const char *t, size_t n) {
 /* Content text: straight out, or (tools) through the tool-call scanner. */
 static bool sse_content(sse *st, const char *p, size_t n, bool done) {
     const char *model = st->s->p.model_name;
-    if (!st->r->tools) return !n || sse_event(st, nx_srv_chunk_json(st->r, model, p, n, false, NULL, false));
+    if (!st->r->tools) return !n || sse_event(st, chunk(st, p, n, false, NULL, false));
     nx_err err;
     if (n && !nx_buf_append(&st->content, p, n, &err)) return false;
     for (;;) {
@@ -305,7 +357,7 @@ static bool sse_content(sse *st, const char *p, size_t n, bool done) {
         if (ev.kind == NX_TOOL_EV_NONE) return true;
         bool ok;
         if (ev.kind == NX_TOOL_EV_TEXT) {
-            ok = sse_event(st, nx_srv_chunk_json(st->r, model, st->content.data + ev.off, ev.n, false, NULL, false));
+            ok = sse_event(st, chunk(st, st->content.data + ev.off, ev.n, false, NULL, false));
         } else {
             const int k = st->scan.n_calls - 1;
             ok = sse_event(st, nx_srv_tool_chunk_json(st->r, model, k, &ev.call, false)) &&
@@ -318,7 +370,15 @@ static bool sse_content(sse *st, const char *p, size_t n, bool done) {
 
 /* Emits the released text r->text[st->sent .. avail) as content / reasoning deltas. */
 static bool sse_text(sse *st, const char *text, size_t avail, bool done) {
-    const char *model = st->s->p.model_name;
+    if (st->native) { /* llama-server's events: the text so far and the tokens that came with it */
+        if (st->sent >= avail) return true;
+        nx_srv_req *r = st->r;
+        char *ev = nx_srv_native_chunk_json(r, st->s->tok, 0, r->slot_used, text + st->sent, avail - st->sent,
+                                            st->lp_sent, r->n_tokens);
+        st->lp_sent = r->n_tokens;
+        st->sent = avail;
+        return sse_event(st, ev);
+    }
     while (st->sent < avail) {
         const char *p = text + st->sent;
         size_t n = avail - st->sent;
@@ -327,7 +387,7 @@ static bool sse_text(sse *st, const char *text, size_t avail, bool done) {
             for (size_t i = 0; i + sizeof think_end - 1 <= n && !tag; i++)
                 if (memcmp(p + i, think_end, sizeof think_end - 1) == 0) tag = p + i;
             if (tag) {
-                if (tag > p && !sse_event(st, nx_srv_chunk_json(st->r, model, p, (size_t)(tag - p), true, NULL, false)))
+                if (tag > p && !sse_event(st, chunk(st, p, (size_t)(tag - p), true, NULL, false)))
                     return false;
                 st->sent += (size_t)(tag - p) + sizeof think_end - 1;
                 st->thinking = false;
@@ -335,7 +395,7 @@ static bool sse_text(sse *st, const char *text, size_t avail, bool done) {
                 continue;
             }
             if (!done) n -= tag_prefix_tail(p, n);
-            if (n && !sse_event(st, nx_srv_chunk_json(st->r, model, p, n, true, NULL, false))) return false;
+            if (n && !sse_event(st, chunk(st, p, n, true, NULL, false))) return false;
             st->sent += n;
             return true;
         }
@@ -357,7 +417,7 @@ static bool sse_refill(sse *st) {
     const char *model = st->s->p.model_name;
     if (st->phase == 0) {
         st->phase = 1;
-        return sse_event(st, nx_srv_chunk_json(r, model, NULL, 0, false, NULL, true));
+        return sse_event(st, chunk(st, NULL, 0, false, NULL, true));
     }
     pthread_mutex_lock(&r->mu);
     const double heartbeat = NX_MIN(15.0, st->s->p.timeout_s / 2.0);
@@ -386,12 +446,15 @@ static bool sse_refill(sse *st) {
         if (!ok) {
         } else if (r->error[0]) {
             ok = sse_event(st, nx_srv_error_json(r->error, r->error_status ? r->error_status : 500));
+        } else if (st->native) {
+            ok = sse_event(st, print_free(nx_srv_native_result(r, st->s->tok, model, st->s->p.defaults.n_ctx, 0,
+                                                               r->slot_used, st->return_tokens)));
         } else {
-            ok = sse_event(st, nx_srv_chunk_json(r, model, NULL, 0, false, nx_srv_finish_reason(r, st->scan.n_calls), false));
+            ok = sse_event(st, chunk(st, NULL, 0, false, nx_srv_finish_reason(r, st->scan.n_calls), false));
             if (ok && r->include_usage) ok = sse_event(st, nx_srv_usage_chunk_json(r, model));
         }
         nx_err err;
-        ok = ok && nx_buf_append(&st->out, "data: [DONE]\n\n", 14, &err);
+        if (!st->native) ok = ok && nx_buf_append(&st->out, "data: [DONE]\n\n", 14, &err); /* OpenAI's end */
         st->phase = 2;
     }
     pthread_mutex_unlock(&r->mu);
@@ -456,8 +519,10 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
     }
     pthread_mutex_unlock(&s->tok_mu);
     if (!ok) {
+        const bool exceeds = r->exceeds_ctx;
+        const int32_t n_prompt = r->n_prompt;
         nx_srv_req_unref(r);
-        return reply_error(s, c, cn, (unsigned)status, err.msg);
+        return exceeds ? reply_exceeds(s, c, cn, err.msg, n_prompt) : reply_error(s, c, cn, (unsigned)status, err.msg);
     }
     pthread_mutex_lock(&s->mu);
     const uint64_t id = ++s->next_id;
@@ -523,7 +588,7 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
     } else if (r->error[0]) {
         ret = reply_error(s, c, cn, (unsigned)(r->error_status ? r->error_status : 500), r->error);
     } else {
-        ret = reply_json(s, c, cn, 200, nx_srv_response_json(r, s->p.model_name, thinking));
+        ret = reply_json(s, c, cn, 200, nx_srv_response_json(r, s->p.model_name, thinking, s->tok));
     }
     nx_srv_req_unref(r);
     return ret;
@@ -537,6 +602,257 @@ static enum MHD_Result handle_completions(nx_server *s, struct MHD_Connection *c
 static enum MHD_Result handle_chat(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
     (void)rest;
     return handle_generate(s, c, cn, true);
+}
+
+/* ---- llama-server's own endpoints --------------------------------------------------------------- */
+
+/* Waits until r is done, watching the client: one that hangs up cancels r.  Returns false when
+ * the client went away. */
+static bool wait_done(nx_server *s, struct MHD_Connection *c, nx_srv_req *r) {
+    pthread_mutex_lock(&r->mu);
+    bool gone = false;
+    double next_check = nx_time_s() + POLL_S;
+    while (!r->done) {
+        nx_srv_req_wait_locked(r, POLL_S);
+        if (gone || r->done || nx_time_s() < next_check) continue;
+        next_check = nx_time_s() + POLL_S;
+        pthread_mutex_unlock(&r->mu);
+        gone = client_gone(c);
+        if (gone) nx_srv_engine_cancel(s->engine, r);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return !gone;
+}
+
+/* POST /completion, /completions (without /v1) and /infill: llama-server's format (srv_native.h).
+ * Several prompts become one request each, run as slots free up, answered as an array in
+ * order; a stream takes one prompt. */
+static enum MHD_Result handle_native_ex(nx_server *s, struct MHD_Connection *c, conn *cn, bool infill) {
+    const nx_srv_defaults *d = &s->p.defaults;
+    if (infill && (s->fim.pre < 0 || s->fim.suf < 0 || s->fim.mid < 0))
+        return reply_error(s, c, cn, 501, "infill is not supported by this model: its vocabulary lacks the "
+                                          "<|fim_prefix|>, <|fim_suffix|> and <|fim_middle|> tokens");
+    const nx_srv_api api = infill ? NX_SRV_INFILL : NX_SRV_NATIVE;
+    const char *body = cn->body.data ? cn->body.data : "";
+    cJSON *o = NULL;
+    int status = 400;
+    nx_err err;
+    if (!nx_srv_parse_body(body, cn->body.len, api, d, &o, &status, &err))
+        return reply_error(s, c, cn, (unsigned)status, err.msg);
+    nx_srv_req *t = nx_srv_req_new(), *reqs[NX_SRV_MAX_PROMPTS] = {NULL};
+    nx_srv_prompts pr = {0};
+    int32_t max_tokens = 0;
+    bool return_tokens = false;
+    bool ok = t != NULL;
+    if (!ok) snprintf(err.msg, sizeof err.msg, "out of memory"), status = 500;
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(o, "return_tokens");
+    if (ok && rt && !cJSON_IsNull(rt)) {
+        if (!cJSON_IsBool(rt)) ok = false, snprintf(err.msg, sizeof err.msg, "'return_tokens' must be true or false");
+        return_tokens = cJSON_IsTrue(rt);
+    }
+    pthread_mutex_lock(&s->tok_mu);
+    ok = ok && nx_srv_parse_common(o, api, d, s->tok, t, &max_tokens, &status, &err);
+    if (ok && infill) {
+        int32_t *ids = NULL, n = 0;
+        ok = nx_srv_infill_prompt(o, s->tok, d->n_vocab, &s->fim, s->p.engine.n_batch, d->n_ctx, d->max_tokens, &ids,
+                                  &n, &status, &err);
+        if (ok) pr.ids[0] = ids, pr.n[0] = n, pr.count = 1;
+    } else if (ok) {
+        ok = nx_srv_parse_prompts(cJSON_GetObjectItemCaseSensitive(o, "prompt"), s->tok, d->n_vocab, &pr, &status, &err);
+    }
+    pthread_mutex_unlock(&s->tok_mu);
+    cJSON_Delete(o);
+    if (ok && t->stream && pr.count > 1)
+        ok = false, status = 400,
+        snprintf(err.msg, sizeof err.msg, "'stream' with %d prompts: a stream carries one prompt (send them one by "
+                                          "one, or without stream)", pr.count);
+    int n = 0;
+    bool exceeds = false;
+    int32_t exceeds_n = 0;
+    for (int k = 0; ok && k < pr.count; k++) {
+        nx_srv_req *r = reqs[k] = nx_srv_req_clone(t);
+        if (!r) {
+            ok = false, status = 500, snprintf(err.msg, sizeof err.msg, "out of memory");
+            break;
+        }
+        n = k + 1;
+        r->prompt = pr.ids[k];
+        r->n_prompt = pr.n[k];
+        pr.ids[k] = NULL;
+        if (!nx_srv_finish_request(r, max_tokens, d, &status, &err)) {
+            ok = false;
+            exceeds = r->exceeds_ctx;
+            exceeds_n = r->n_prompt;
+            if (pr.many) nx_fail_prefix(&err, k == 0 ? "'prompt'[0]" : "a prompt"); /* which one */
+            break;
+        }
+        pthread_mutex_lock(&s->mu);
+        const uint64_t id = ++s->next_id;
+        pthread_mutex_unlock(&s->mu);
+        snprintf(r->id, sizeof r->id, "cmpl-%llx-%llu", (unsigned long long)s->started, (unsigned long long)id);
+        r->created = (int64_t)time(NULL);
+    }
+    nx_srv_prompts_free(&pr);
+    nx_srv_req_unref(t);
+    int submitted = 0;
+    for (int k = 0; ok && k < n; k++) {
+        if (!nx_srv_engine_submit(s->engine, reqs[k], &err)) ok = false, status = 503;
+        else submitted++;
+    }
+    if (!ok) {
+        for (int k = 0; k < submitted; k++) nx_srv_engine_cancel(s->engine, reqs[k]);
+        for (int k = 0; k < n; k++) nx_srv_req_unref(reqs[k]);
+        return exceeds ? reply_exceeds(s, c, cn, err.msg, exceeds_n) : reply_error(s, c, cn, (unsigned)status, err.msg);
+    }
+    nx_srv_req_ref(reqs[0]);
+    cn->req = reqs[0]; /* the log's reference */
+    if (reqs[0]->stream) {
+        sse *st = calloc(1, sizeof *st);
+        if (!st) {
+            nx_srv_engine_cancel(s->engine, reqs[0]);
+            nx_srv_req_unref(reqs[0]);
+            return reply_error(s, c, cn, 500, "out of memory");
+        }
+        st->s = s;
+        st->r = reqs[0]; /* the stream owns our reference now */
+        st->c = c;
+        st->phase = 1;
+        st->native = true;
+        st->return_tokens = return_tokens;
+        st->t_out = nx_time_s();
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
+        if (!resp) {
+            sse_free(st);
+            return MHD_NO;
+        }
+        add_headers(s, c, resp, "text/event-stream", 200);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        cn->status = 200;
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    bool gone = false;
+    for (int k = 0; k < n; k++) {
+        if (gone) nx_srv_engine_cancel(s->engine, reqs[k]);
+        else gone = !wait_done(s, c, reqs[k]);
+    }
+    enum MHD_Result ret;
+    const nx_srv_req *failed = NULL;
+    for (int k = 0; k < n && !failed; k++)
+        if (reqs[k]->error[0]) failed = reqs[k];
+    if (gone) {
+        cn->status = 499;
+        snprintf(cn->error, sizeof cn->error, "client went away");
+        ret = MHD_NO;
+    } else if (failed) {
+        ret = reply_error(s, c, cn, (unsigned)(failed->error_status ? failed->error_status : 500), failed->error);
+    } else if (pr.many || n > 1) {
+        cJSON *a = cJSON_CreateArray();
+        for (int k = 0; k < n; k++)
+            cJSON_AddItemToArray(a, nx_srv_native_result(reqs[k], s->tok, s->p.model_name, d->n_ctx, k,
+                                                         reqs[k]->slot_used, return_tokens));
+        ret = reply_json(s, c, cn, 200, print_free(a));
+    } else {
+        ret = reply_json(s, c, cn, 200, print_free(nx_srv_native_result(reqs[0], s->tok, s->p.model_name, d->n_ctx, 0,
+                                                                        reqs[0]->slot_used, return_tokens)));
+    }
+    for (int k = 0; k < n; k++) nx_srv_req_unref(reqs[k]);
+    return ret;
+}
+
+static enum MHD_Result handle_native(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
+    (void)rest;
+    return handle_native_ex(s, c, cn, false);
+}
+
+static enum MHD_Result handle_infill(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
+    (void)rest;
+    return handle_native_ex(s, c, cn, true);
+}
+
+/* POST /apply-template {"messages": [...], ...} -> {"prompt": the rendered chat prompt} */
+static enum MHD_Result handle_apply_template(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
+    (void)rest;
+    nx_buf text = {0};
+    int status = 400;
+    nx_err err;
+    if (!nx_srv_apply_template(cn->body.data ? cn->body.data : "", cn->body.len, &s->p.defaults, &text, &status, &err))
+        return reply_error(s, c, cn, (unsigned)status, err.msg);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text.data ? text.data : "");
+    nx_buf_free(&text);
+    return reply_json(s, c, cn, 200, print_free(o));
+}
+
+/* GET /slots[?fail_on_no_slot=1] */
+static enum MHD_Result handle_slots(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
+    (void)rest;
+    const int32_t n = nx_srv_engine_n_slots(s->engine);
+    nx_srv_slot_info *info = calloc((size_t)n, sizeof *info);
+    nx_err err;
+    if (!info) return reply_error(s, c, cn, 500, "out of memory");
+    if (!nx_srv_engine_slots(s->engine, info, &err)) {
+        free(info);
+        return reply_error(s, c, cn, 503, err.msg);
+    }
+    const char *f = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    bool idle = false;
+    for (int32_t i = 0; i < n; i++) idle = idle || !info[i].processing;
+    char *json = nx_srv_slots_json(info, n, nx_srv_engine_is_spec(s->engine));
+    free(info);
+    if (f && strcmp(f, "0") != 0 && strcmp(f, "false") != 0 && !idle) {
+        free(json);
+        return reply_error(s, c, cn, 503, "no slot available");
+    }
+    return reply_json(s, c, cn, 200, json);
+}
+
+/* POST /slots/{id}?action=save|restore|erase, {"filename": F} for save and restore (a file in
+ * --slot-save-path). */
+static enum MHD_Result handle_slot_action(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
+    if (!s->p.slot_save_path)
+        return reply_error(s, c, cn, 501, "this server does not save slots: start it with --slot-save-path DIR");
+    char *end = NULL;
+    const long id = strtol(rest, &end, 10);
+    if (!rest[0] || *end || id < 0 || id >= nx_srv_engine_n_slots(s->engine)) {
+        char msg[200], r[64];
+        log_escape(r, sizeof r, rest, strlen(rest));
+        snprintf(msg, sizeof msg, "invalid slot id '%s' (the server has slots 0..%d)", r,
+                 nx_srv_engine_n_slots(s->engine) - 1);
+        return reply_error(s, c, cn, 400, msg);
+    }
+    const char *a = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+    nx_srv_slot_action action;
+    if (a && !strcmp(a, "save")) action = NX_SRV_SLOT_SAVE;
+    else if (a && !strcmp(a, "restore")) action = NX_SRV_SLOT_RESTORE;
+    else if (a && !strcmp(a, "erase")) action = NX_SRV_SLOT_ERASE;
+    else return reply_error(s, c, cn, 400, "invalid or missing action: use ?action=save, restore or erase");
+    char filename[300] = "", path[4400] = "";
+    if (action != NX_SRV_SLOT_ERASE) {
+        static const char *const keys[] = {"filename"};
+        enum MHD_Result ret = MHD_NO;
+        cJSON *o = small_body(s, c, cn, keys, NX_ARRAY_LEN(keys), &ret);
+        if (!o) return ret;
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "filename");
+        const char *why = !cJSON_IsString(f) ? "it must be a string" : nx_srv_bad_filename(f->valuestring);
+        if (why) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "invalid 'filename': %s (a file name in the --slot-save-path folder)", why);
+            cJSON_Delete(o);
+            return reply_error(s, c, cn, 400, msg);
+        }
+        snprintf(filename, sizeof filename, "%s", f->valuestring);
+        snprintf(path, sizeof path, "%s/%s", s->p.slot_save_path, filename);
+        cJSON_Delete(o);
+    }
+    nx_srv_slot_result res;
+    int status = 500;
+    nx_err err;
+    if (!nx_srv_engine_slot_action(s->engine, (int32_t)id, action, path, filename, &res, &status, &err))
+        return reply_error(s, c, cn, (unsigned)status, err.msg);
+    return reply_json(s, c, cn, 200, nx_srv_slot_result_json(action, (int32_t)id, filename, &res));
 }
 
 /* ---- the other endpoints -------------------------------------------------------------------- */
@@ -580,22 +896,17 @@ static enum MHD_Result handle_health(nx_server *s, struct MHD_Connection *c, con
 
 static enum MHD_Result handle_models(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
     (void)rest;
-    return reply_json(s, c, cn, 200, nx_srv_models_json(s->p.model_name, s->started, s->p.defaults.n_ctx));
+    return reply_json(s, c, cn, 200, nx_srv_models_json(&s->p.defaults, s->started));
 }
 
 static enum MHD_Result handle_model(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
-    if (strcmp(rest, s->p.model_name) != 0) {
+    if (!nx_srv_model_alias(&s->p.defaults, rest)) {
         char msg[400], id[200];
         log_escape(id, sizeof id, rest, strlen(rest));
         snprintf(msg, sizeof msg, "no model '%s' here; this server serves '%s'", id, s->p.model_name);
         return reply_error(s, c, cn, 404, msg);
     }
-    char *all = nx_srv_models_json(s->p.model_name, s->started, s->p.defaults.n_ctx);
-    cJSON *list = cJSON_Parse(all);
-    free(all);
-    cJSON *m = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(list, "data"), 0);
-    cJSON_Delete(list);
-    return reply_json(s, c, cn, 200, print_free(m));
+    return reply_json(s, c, cn, 200, print_free(nx_srv_model_obj(&s->p.defaults, s->started)));
 }
 
 static void metric(nx_buf *b, const char *name, const char *type, const char *help, double v) {
@@ -862,13 +1173,19 @@ static enum MHD_Result handle_detokenize(nx_server *s, struct MHD_Connection *c,
 
 /* ---- protocol checks and dispatch ------------------------------------------------------------ */
 
-/* Authorization: Bearer KEY (the scheme in any case), the key compared in constant time. */
+/* Authorization: Bearer KEY (the scheme in any case) or, as llama-server also accepts, X-Api-Key:
+ * KEY; the key compared in constant time. */
 static bool authorized(const nx_server *s, struct MHD_Connection *c) {
     if (!s->p.api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    const char *got = h + 7;
-    while (*got == ' ') got++;
+    const char *got = NULL;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        got = h + 7;
+        while (*got == ' ') got++;
+    } else {
+        got = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
+    }
+    if (!got) return false;
     const char *want = s->p.api_key;
     const size_t gl = strlen(got), wl = strlen(want);
     unsigned char diff = gl != wl;
@@ -913,7 +1230,8 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
         if (cors_origin(s, c)) {
             MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, allow);
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS,
+                                    "Authorization, Content-Type, X-Api-Key");
             MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "600");
         }
         cn->status = 204;
@@ -930,7 +1248,7 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
         return reply_error_h(s, c, cn, 405, msg, MHD_HTTP_HEADER_ALLOW, allow);
     }
     if (rt->auth && !authorized(s, c))
-        return reply_error_h(s, c, cn, 401, "missing or wrong API key (Authorization: Bearer KEY)",
+        return reply_error_h(s, c, cn, 401, "missing or wrong API key (Authorization: Bearer KEY, or X-Api-Key: KEY)",
                              MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"nextn\"");
     if (m == M_POST) {
         if (cn->oom) return reply_error(s, c, cn, 500, "out of memory reading the request body");
@@ -939,7 +1257,7 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
             snprintf(msg, sizeof msg, "request body larger than %zu bytes (server option --max-body)", s->p.max_body);
             return reply_error(s, c, cn, 413, msg);
         }
-        if (!json_content_type(c))
+        if (cn->body.len > 0 && !json_content_type(c))
             return reply_error(s, c, cn, 415, "POST bodies must be JSON: send Content-Type: application/json");
     }
     return rt->fn(s, c, cn, rest);
@@ -1155,10 +1473,17 @@ bool nx_server_start(nx_server **out, const nextn_model *model, const nx_server_
     s->p.defaults.n_ctx = p->engine.n_ctx;
     s->p.defaults.n_vocab = mi.n_vocab;
     s->p.defaults.model_name = p->model_name;
+    s->p.defaults.n_slots = p->engine.n_slots;
     if (s->p.timeout_s <= 0) s->p.timeout_s = 30;
     if (!s->tok) {
         nx_server_stop(s);
         return nx_fail(err, "serve: the model has no tokenizer (tokenizer.ggml.* keys)");
+    }
+    nx_srv_fim_tokens(s->tok, &s->fim);
+    struct stat sb;
+    if (p->slot_save_path && (stat(p->slot_save_path, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        nx_server_stop(s);
+        return nx_fail(err, "serve: --slot-save-path %s is not a folder", p->slot_save_path);
     }
     if (p->test_force && p->engine.spec) {
         nx_server_stop(s);

@@ -503,7 +503,7 @@ static cJSON *ids_json(const int32_t *ids, int32_t n) {
 
 /* A token's text (control tokens rendered), its bytes, and the text cut to whole UTF-8
  * characters (llama-server's "token" drops a cut-off character's bytes; "bytes" keeps them). */
-static void add_token_fields(cJSON *o, const nextn_tokenizer *tok, int32_t id) {
+void nx_srv_token_fields(cJSON *o, const nextn_tokenizer *tok, int32_t id) {
     char buf[256];
     size_t n = 0;
     nextn_error e;
@@ -515,20 +515,20 @@ static void add_token_fields(cJSON *o, const nextn_tokenizer *tok, int32_t id) {
 }
 
 /* a log-probability as JSON: -inf has no JSON form, llama-server writes the lowest float */
-static double lp_value(float lp) { return isinf(lp) && lp < 0 ? -3.4028234663852886e38 : (double)lp; }
+double nx_srv_logprob_value(float lp) { return isinf(lp) && lp < 0 ? -3.4028234663852886e38 : (double)lp; }
 
 cJSON *nx_srv_native_probs_json(const nx_srv_req *r, const nextn_tokenizer *tok, int32_t from, int32_t to) {
     cJSON *a = cJSON_CreateArray();
     for (int32_t i = from; r->probs && i < to && i < r->n_tokens; i++) {
         const nextn_logprob *p = &r->probs[i];
         cJSON *o = cJSON_CreateObject();
-        add_token_fields(o, tok, r->tokens[i]);
-        cJSON_AddNumberToObject(o, "logprob", lp_value(p->logprob));
+        nx_srv_token_fields(o, tok, r->tokens[i]);
+        cJSON_AddNumberToObject(o, "logprob", nx_srv_logprob_value(p->logprob));
         cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
         for (int32_t k = 0; k < p->n_top; k++) {
             cJSON *t = cJSON_CreateObject();
-            add_token_fields(t, tok, p->top_ids[k]);
-            cJSON_AddNumberToObject(t, "logprob", lp_value(p->top_logprobs[k]));
+            nx_srv_token_fields(t, tok, p->top_ids[k]);
+            cJSON_AddNumberToObject(t, "logprob", nx_srv_logprob_value(p->top_logprobs[k]));
             cJSON_AddItemToArray(top, t);
         }
         cJSON_AddItemToArray(a, o);

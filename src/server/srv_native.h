@@ -81,6 +81,11 @@ bool nx_srv_infill_prompt(const cJSON *o, nextn_tokenizer *tok, int32_t n_vocab,
 
 /* ---- responses (malloc'ed JSON text; r read after r->done or with r->mu held) ----------- */
 
+/* A token's "id", "token" (its text cut to whole UTF-8 characters, control tokens rendered) and
+ * "bytes" (all of its bytes), as llama-server writes them. */
+void nx_srv_token_fields(cJSON *o, const nextn_tokenizer *tok, int32_t id);
+/* A log-probability for JSON: -inf (no JSON form) becomes the lowest float, as in llama-server. */
+double nx_srv_logprob_value(float lp);
 /* The settings a request ran with (generation_settings; GET /slots "params"). */
 cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ctx);
 /* completion_probabilities of tokens [from, to) of r (llama-server's shape: id, token, bytes,

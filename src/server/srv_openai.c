@@ -8,6 +8,7 @@
 
 #include "nextn_internal.h"
 #include "server/srv_json.h"
+#include "server/srv_native.h"
 #include "server/srv_tools.h"
 
 /* ---- request fields ---------------------------------------------------------------------- */
@@ -95,30 +96,20 @@ static bool tokenize_text(nextn_tokenizer *tok, const char *text, size_t len, bo
     return true;
 }
 
-/* "prompt": a string, an array of token ids, or an array holding one string. */
+/* "prompt" of /v1/completions: one prompt in any of llama-server's forms (srv_native.h). */
 static bool parse_prompt(const cJSON *o, nextn_tokenizer *tok, int32_t n_vocab, nx_srv_req *r, int *status,
                          nx_err *err) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
-    if (!p) return bad(status, 400, err, "missing '%s'", "prompt");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
-        p = cJSON_GetArrayItem(p, 0);
-    if (cJSON_IsString(p)) return tokenize_text(tok, p->valuestring, strlen(p->valuestring), true, r, status, err);
-    if (!cJSON_IsArray(p)) return bad(status, 400, err, "'%s' must be a string or an array of token ids", "prompt");
-    const int n = cJSON_GetArraySize(p);
-    r->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->prompt);
-    if (!r->prompt) return bad(status, 500, err, "out of memory (%s)", "prompt");
-    const cJSON *it;
-    int i = 0;
-    cJSON_ArrayForEach(it, p) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
-            it->valuedouble >= n_vocab) {
-            *status = 400;
-            return nx_fail(err, "'prompt'[%d]: not a token id in [0, %d) (only one prompt per request is supported)",
-                           i, n_vocab);
-        }
-        r->prompt[i++] = (int32_t)it->valuedouble;
+    nx_srv_prompts p;
+    if (!nx_srv_parse_prompts(cJSON_GetObjectItemCaseSensitive(o, "prompt"), tok, n_vocab, &p, status, err))
+        return false;
+    if (p.count != 1) {
+        nx_srv_prompts_free(&p);
+        return bad(status, 400, err, "'%s' holds several prompts: /v1/completions takes one (POST /completion "
+                                     "answers several)", "prompt");
     }
-    r->n_prompt = n;
+    r->prompt = p.ids[0];
+    r->n_prompt = p.n[0];
+    p.count = 0;
     return true;
 }
 
@@ -317,8 +308,23 @@ static bool parse_tool_choice(const cJSON *o, nx_srv_tools **tools, tool_mode *m
     return true;
 }
 
+typedef enum { CONT_NONE, CONT_AUTO, CONT_CONTENT, CONT_REASONING } cont_mode;
+
+static bool parse_continuation(const cJSON *o, cont_mode *mode, int *status, nx_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "continue_final_message");
+    *mode = CONT_NONE;
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return true;
+    if (cJSON_IsTrue(v)) *mode = CONT_AUTO;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "content")) *mode = CONT_CONTENT;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "reasoning_content")) *mode = CONT_REASONING;
+    else return bad(status, 400, err, "'%s' must be true, false, \"content\" or \"reasoning_content\"",
+                    "continue_final_message");
+    return true;
+}
+
+/* text_out: the rendered prompt goes there instead of being tokenized into r (/apply-template). */
 static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_tokenizer *tok, nx_srv_req *r,
-                              bool *thinking, int *status, nx_err *err) {
+                              bool *thinking, nx_buf *text_out, int *status, nx_err *err) {
     if (d->chat_format == NX_CHAT_NONE)
         return bad(status, 400, err, "%s: the model has no recognised chat template; start the server with "
                                      "--chat-format chatml or use /v1/completions", "chat");
@@ -344,14 +350,63 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
     size_t n_msgs = 0;
     nx_buf text = {0};
     bool ok = parse_messages(o, &cp, &n_msgs, status, err);
+    /* A final assistant message is continued (llama-server's assistant prefill): the prompt
+     * ends inside it, without its end-of-turn marker.  continue_final_message asks for it
+     * explicitly (true / "content" / "reasoning_content") and then needs
+     * "add_generation_prompt": false, as in llama-server. */
+    bool add_gen = true;
+    cont_mode cont = CONT_NONE;
+    if (ok) ok = get_bool(o, "add_generation_prompt", &add_gen, status, err) &&
+                 parse_continuation(o, &cont, status, err);
+    if (ok && n_msgs > 0 && !strcmp(cp.msgs[n_msgs - 1].role, "assistant") && cont == CONT_NONE) {
+        if (n_msgs >= 2 && !strcmp(cp.msgs[n_msgs - 2].role, "assistant"))
+            ok = bad(status, 400, err, "'%s': two assistant messages at the end of the conversation (the last one "
+                                       "would be continued: merge them, or end with a user message)", "messages");
+        cont = CONT_AUTO;
+        add_gen = false;
+    }
+    if (ok && cont != CONT_NONE && add_gen)
+        ok = bad(status, 400, err, "'%s' and \"add_generation_prompt\": true (the default) ask for opposite things: "
+                                   "send \"add_generation_prompt\": false to continue the final message",
+                 "continue_final_message");
+    if (ok && cont != CONT_NONE && (n_msgs == 0 || strcmp(cp.msgs[n_msgs - 1].role, "assistant")))
+        ok = bad(status, 400, err, "'%s': the last message is not an assistant message to continue",
+                 "continue_final_message");
+    if (ok && cont != CONT_NONE && prefix[0])
+        ok = bad(status, 400, err, "'%s' cannot be combined with a forced tool call (tool_choice)",
+                 "continue_final_message");
+    bool reasoning_cont = false;
+    if (ok && cont != CONT_NONE) {
+        const nx_chat_msg *last = &cp.msgs[n_msgs - 1];
+        const bool has_content = last->content && last->content[0];
+        reasoning_cont = cont == CONT_REASONING || (cont == CONT_AUTO && !has_content && last->reasoning_content &&
+                                                    last->reasoning_content[0]);
+        if (reasoning_cont && has_content)
+            ok = bad(status, 400, err, "'%s': \"reasoning_content\" is continued only when the last message has "
+                                       "no content", "continue_final_message");
+        if (ok && last->n_tool_calls > 0)
+            ok = bad(status, 400, err, "'%s': the last message holds tool calls; there is no text to continue",
+                     "continue_final_message");
+    }
     if (ok) {
-        nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = *thinking,
+        nx_chat_opts opts = {.add_generation_prompt = add_gen, .enable_thinking = *thinking,
                              .tools_json = (const char *const *)cp.tools, .n_tools = mode == TOOLS_NONE ? 0 : cp.n_tools};
         ok = nx_chat_render(d->chat_format, cp.msgs, n_msgs, &opts, &text, err);
         if (!ok) {
             *status = 400;
             nx_fail_prefix(err, "messages");
         }
+    }
+    if (ok && cont != CONT_NONE) {
+        /* cut the end-of-turn marker (and for reasoning, the closing of the think block) */
+        static const char eot[] = "<|im_end|>\n", eor[] = "\n</think>\n\n";
+        const size_t el = sizeof eot - 1, rl = sizeof eor - 1;
+        if (text.len >= el && memcmp(text.data + text.len - el, eot, el) == 0) text.len -= el;
+        if (reasoning_cont && text.len >= rl && memcmp(text.data + text.len - rl, eor, rl) == 0) text.len -= rl;
+        if (text.data) text.data[text.len] = '\0';
+        *thinking = reasoning_cont;
+    } else if (ok && !add_gen) {
+        *thinking = false; /* no generation prompt: no think block opened */
     }
     if (ok && prefix[0]) {
         ok = nx_buf_append(&text, prefix, strlen(prefix), err) && (r->gen_prefix = strdup(prefix)) != NULL;
@@ -370,8 +425,12 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
         tools = NULL;
     }
     nx_srv_tools_free(tools);
+    if (ok && text_out) {
+        *text_out = text;
+        text = (nx_buf){0};
+    }
     /* the rendered template's special tokens (<|im_start|> ...) are parsed as such */
-    if (ok) ok = tokenize_text(tok, text.data ? text.data : "", text.len, true, r, status, err);
+    if (ok && !text_out) ok = tokenize_text(tok, text.data ? text.data : "", text.len, true, r, status, err);
     nx_buf_free(&text);
     chat_parts_free(&cp);
     return ok;
@@ -379,7 +438,9 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
 
 /* ---- which parameters a request may carry -------------------------------------------------- */
 
-enum { FOR_COMPL = 1, FOR_CHAT = 2, FOR_BOTH = 3 };
+enum { FOR_COMPL = NX_SRV_COMPLETIONS, FOR_CHAT = NX_SRV_CHAT, FOR_NATIVE = NX_SRV_NATIVE, FOR_INFILL = NX_SRV_INFILL,
+       FOR_BOTH = FOR_COMPL | FOR_CHAT, FOR_LLAMA = FOR_NATIVE | FOR_INFILL, FOR_TEXT = FOR_COMPL | FOR_LLAMA,
+       FOR_ALL = FOR_BOTH | FOR_LLAMA };
 
 typedef struct param_rule {
     const char *name;
@@ -393,30 +454,35 @@ typedef struct param_rule {
  * a parameter this server does not honour is never silently ignored.  null is the same as
  * leaving a parameter out. */
 static const param_rule PARAMS[] = {
-    /* honoured (see nx_srv_parse_request) */
-    {"model", FOR_BOTH, NULL}, {"prompt", FOR_COMPL, NULL}, {"messages", FOR_CHAT, NULL},
-    {"max_tokens", FOR_BOTH, NULL}, {"max_completion_tokens", FOR_CHAT, NULL}, {"n_predict", FOR_BOTH, NULL},
-    {"temperature", FOR_BOTH, NULL}, {"top_p", FOR_BOTH, NULL}, {"top_k", FOR_BOTH, NULL}, {"min_p", FOR_BOTH, NULL},
-    {"presence_penalty", FOR_BOTH, NULL}, {"frequency_penalty", FOR_BOTH, NULL}, {"repeat_penalty", FOR_BOTH, NULL},
-    {"repeat_last_n", FOR_BOTH, NULL}, {"seed", FOR_BOTH, NULL}, {"stop", FOR_BOTH, NULL},
-    {"ignore_eos", FOR_BOTH, NULL}, {"stream", FOR_BOTH, NULL}, {"stream_options", FOR_BOTH, NULL},
-    {"n", FOR_BOTH, NULL}, {"tools", FOR_CHAT, NULL}, {"tool_choice", FOR_CHAT, NULL},
-    {"parallel_tool_calls", FOR_CHAT, NULL}, {"chat_template_kwargs", FOR_CHAT, NULL}, {"cache_prompt", FOR_BOTH, NULL},
+    /* honoured (see nx_srv_parse_common and the prompt parsers) */
+    {"model", FOR_ALL, NULL}, {"prompt", FOR_TEXT, NULL}, {"messages", FOR_CHAT, NULL},
+    {"max_tokens", FOR_ALL, NULL}, {"max_completion_tokens", FOR_CHAT, NULL}, {"n_predict", FOR_ALL, NULL},
+    {"temperature", FOR_ALL, NULL}, {"top_p", FOR_ALL, NULL}, {"top_k", FOR_ALL, NULL}, {"min_p", FOR_ALL, NULL},
+    {"presence_penalty", FOR_ALL, NULL}, {"frequency_penalty", FOR_ALL, NULL}, {"repeat_penalty", FOR_ALL, NULL},
+    {"repeat_last_n", FOR_ALL, NULL}, {"seed", FOR_ALL, NULL}, {"stop", FOR_ALL, NULL},
+    {"ignore_eos", FOR_ALL, NULL}, {"stream", FOR_ALL, NULL}, {"stream_options", FOR_ALL, NULL},
+    {"n", FOR_ALL, NULL}, {"tools", FOR_CHAT, NULL}, {"tool_choice", FOR_CHAT, NULL},
+    {"parallel_tool_calls", FOR_CHAT, NULL}, {"chat_template_kwargs", FOR_CHAT, NULL}, {"cache_prompt", FOR_ALL, NULL},
+    {"add_generation_prompt", FOR_CHAT, NULL}, {"continue_final_message", FOR_CHAT, NULL},
+    {"logit_bias", FOR_ALL, NULL}, {"id_slot", FOR_ALL, NULL}, {"samplers", FOR_ALL, NULL},
+    {"logprobs", FOR_ALL, NULL}, {"top_logprobs", FOR_CHAT, NULL}, {"n_probs", FOR_LLAMA, NULL},
+    {"return_tokens", FOR_LLAMA, NULL}, {"input_prefix", FOR_INFILL, NULL}, {"input_suffix", FOR_INFILL, NULL},
+    {"input_extra", FOR_INFILL, NULL},
     /* metadata: they do not change the output */
-    {"user", FOR_BOTH, NULL}, {"metadata", FOR_BOTH, NULL}, {"service_tier", FOR_BOTH, NULL},
+    {"user", FOR_ALL, NULL}, {"metadata", FOR_BOTH, NULL}, {"service_tier", FOR_BOTH, NULL},
     {"prompt_cache_key", FOR_BOTH, NULL}, {"safety_identifier", FOR_BOTH, NULL},
     /* not supported: only the value that asks for nothing */
-    {"logprobs", FOR_BOTH, "false|0"}, {"top_logprobs", FOR_CHAT, "0"}, {"echo", FOR_COMPL, "false"},
-    {"best_of", FOR_COMPL, "1"}, {"suffix", FOR_COMPL, "\"\""}, {"logit_bias", FOR_BOTH, "{}"},
+    {"echo", FOR_COMPL, "false"}, {"best_of", FOR_COMPL, "1"}, {"suffix", FOR_COMPL, "\"\""},
     {"response_format", FOR_CHAT, "{\"type\":\"text\"}"}, {"store", FOR_BOTH, "false"},
     {"modalities", FOR_CHAT, "[\"text\"]"}, {"audio", FOR_CHAT, NULL /* null only: checked below */},
     {"prediction", FOR_CHAT, NULL}, {"functions", FOR_CHAT, NULL}, {"function_call", FOR_CHAT, NULL},
     {"web_search_options", FOR_CHAT, NULL}, {"reasoning_effort", FOR_CHAT, NULL},
-    {"n_probs", FOR_BOTH, "0"}, {"typical_p", FOR_BOTH, "1"}, {"mirostat", FOR_BOTH, "0"},
-    {"dynatemp_range", FOR_BOTH, "0"}, {"xtc_probability", FOR_BOTH, "0"}, {"dry_multiplier", FOR_BOTH, "0"},
-    {"grammar", FOR_BOTH, "\"\""}, {"json_schema", FOR_BOTH, "{}"}, {"n_keep", FOR_BOTH, "0"},
-    {"return_tokens", FOR_BOTH, "false"}, {"timings_per_token", FOR_BOTH, "false"},
-    {"post_sampling_probs", FOR_BOTH, "false"},
+    {"n_probs", FOR_BOTH, "0"}, {"typical_p", FOR_ALL, "1"}, {"mirostat", FOR_ALL, "0"},
+    {"dynatemp_range", FOR_ALL, "0"}, {"xtc_probability", FOR_ALL, "0"}, {"dry_multiplier", FOR_ALL, "0"},
+    {"grammar", FOR_ALL, "\"\""}, {"json_schema", FOR_ALL, "{}"}, {"n_keep", FOR_ALL, "0"},
+    {"return_tokens", FOR_BOTH, "false"}, {"timings_per_token", FOR_ALL, "false"},
+    {"post_sampling_probs", FOR_ALL, "false"}, {"min_keep", FOR_ALL, "0"}, {"n_indent", FOR_LLAMA, "0"},
+    {"t_max_predict_ms", FOR_LLAMA, "0"}, {"n_cache_reuse", FOR_ALL, "0"}, {"return_progress", FOR_ALL, "false"},
 };
 
 /* Parameters accepted only as null (asking for a feature this server does not have at all). */
@@ -443,17 +509,24 @@ static bool neutral_value(const cJSON *v, const char *alternatives) {
     return false;
 }
 
-static bool check_params(const cJSON *o, bool chat, int *status, nx_err *err) {
-    const unsigned here = chat ? FOR_CHAT : FOR_COMPL;
-    const char *endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+static const char *endpoint_of(nx_srv_api api) {
+    return api == NX_SRV_CHAT ? "/v1/chat/completions" : api == NX_SRV_COMPLETIONS ? "/v1/completions"
+           : api == NX_SRV_INFILL ? "/infill" : "/completion";
+}
+
+static bool check_params(const cJSON *o, nx_srv_api api, int *status, nx_err *err) {
+    const unsigned here = (unsigned)api;
     const cJSON *v;
     cJSON_ArrayForEach(v, o) {
-        const param_rule *rule = NULL;
+        const param_rule *rule = NULL, *elsewhere = NULL;
         for (size_t i = 0; i < NX_ARRAY_LEN(PARAMS) && !rule; i++)
-            if (strcmp(PARAMS[i].name, v->string) == 0) rule = &PARAMS[i];
+            if (strcmp(PARAMS[i].name, v->string) == 0) {
+                if (PARAMS[i].where & here) rule = &PARAMS[i];
+                else elsewhere = &PARAMS[i];
+            }
         *status = 400;
+        if (!rule && elsewhere) return nx_fail(err, "'%s' is not a parameter of %s", v->string, endpoint_of(api));
         if (!rule) return nx_fail(err, "unknown parameter '%.100s' (this server does not support it)", v->string);
-        if (!(rule->where & here)) return nx_fail(err, "'%s' is not a parameter of %s", v->string, endpoint);
         if (cJSON_IsNull(v)) continue;
         if (null_only(rule->name)) return nx_fail(err, "'%s' is not supported by this server", rule->name);
         if (rule->neutral && !neutral_value(v, rule->neutral)) {
@@ -470,9 +543,9 @@ static bool check_params(const cJSON *o, bool chat, int *status, nx_err *err) {
 
 /* ---- the whole request -------------------------------------------------------------------- */
 
-bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_defaults *d,
-                          nextn_tokenizer *tok, nx_srv_req *r, bool *thinking, int *status, nx_err *err) {
-    *thinking = false;
+bool nx_srv_parse_body(const char *body, size_t len, nx_srv_api api, const nx_srv_defaults *d, cJSON **out,
+                       int *status, nx_err *err) {
+    *out = NULL;
     *status = 400;
     if (!nx_srv_json_check(body, len, err)) return false;
     const char *end = NULL;
@@ -483,20 +556,64 @@ bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_
     }
     bool ok = true;
     if (!cJSON_IsObject(o)) ok = bad(status, 400, err, "request body must be a JSON %s", "object");
-    ok = ok && check_params(o, chat, status, err);
+    ok = ok && check_params(o, api, status, err);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
     if (ok && model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
             ok = bad(status, 400, err, "'%s' must be a string", "model");
-        } else if (d->model_name && strcmp(model->valuestring, d->model_name) != 0) {
+        } else if (d->model_name && strcmp(model->valuestring, d->model_name) != 0 &&
+                   !nx_srv_model_alias(d, model->valuestring)) {
             *status = 404;
             ok = nx_fail(err, "'model': no model '%.200s' here; this server serves '%s' (GET /v1/models)",
                          model->valuestring, d->model_name);
         }
     }
+    if (!ok) {
+        cJSON_Delete(o);
+        return false;
+    }
+    *out = o;
+    return true;
+}
 
+/* OpenAI's log-probability fields (chat: logprobs true + top_logprobs N; completions: logprobs N)
+ * and llama-server's n_probs (its "logprobs" is an alias) into r->n_probs. */
+static bool parse_logprobs(const cJSON *o, nx_srv_api api, nx_srv_req *r, int *status, nx_err *err) {
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+    const int32_t max = NEXTN_MAX_TOP_LOGPROBS;
+    if (api == NX_SRV_CHAT) {
+        bool on = false;
+        int32_t top = 0;
+        if (!get_bool(o, "logprobs", &on, status, err) || !get_int(o, "top_logprobs", 0, max, &top, status, err))
+            return false;
+        const cJSON *tl = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs");
+        if (tl && !cJSON_IsNull(tl) && !on)
+            return bad(status, 400, err, "'%s' needs \"logprobs\": true", "top_logprobs");
+        r->n_probs = on ? top : -1;
+        return true;
+    }
+    int32_t n = 0;
+    if (api == NX_SRV_COMPLETIONS) {
+        if (lp && !cJSON_IsNull(lp) && cJSON_IsBool(lp)) {
+            if (cJSON_IsTrue(lp)) return bad(status, 400, err, "'%s' of /v1/completions is a number of alternatives "
+                                                               "(0..20), not true", "logprobs");
+        } else if (!get_int(o, "logprobs", 0, max, &n, status, err)) {
+            return false;
+        }
+        r->n_probs = n > 0 ? n : -1;
+        return true;
+    }
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(o, "n_probs");
+    if (!get_int(o, np && !cJSON_IsNull(np) ? "n_probs" : "logprobs", 0, max, &n, status, err)) return false;
+    r->n_probs = n > 0 ? n : -1;
+    return true;
+}
+
+bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *d, nextn_tokenizer *tok,
+                         nx_srv_req *r, int32_t *max_tokens, int *status, nx_err *err) {
+    *status = 400;
     int32_t n_choices = 1;
-    ok = ok && get_int(o, "n", 1, 1, &n_choices, status, err);
+    bool ok = get_int(o, "n", 1, 1, &n_choices, status, err);
     r->smp = d->smp;
     ok = ok && get_float(o, "temperature", 0, 100, &r->smp.temp, status, err) &&
          get_float(o, "top_p", 0, 1, &r->smp.top_p, status, err) &&
@@ -512,38 +629,74 @@ bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_
         if (ok && seed != floor(seed)) ok = bad(status, 400, err, "'%s' must be an integer", "seed");
         if (ok && seed >= 0) r->smp.seed = (uint64_t)seed;
     }
-    int32_t max_tokens = d->max_tokens;
+    ok = ok && nx_srv_parse_samplers(cJSON_GetObjectItemCaseSensitive(o, "samplers"), &r->smp, status, err);
+    *max_tokens = d->max_tokens;
     /* max_completion_tokens (chat) supersedes max_tokens; n_predict is llama.cpp's name */
-    ok = ok && get_int(o, "n_predict", -1, 1e9, &max_tokens, status, err) &&
-         get_int(o, "max_tokens", -1, 1e9, &max_tokens, status, err) &&
-         get_int(o, "max_completion_tokens", -1, 1e9, &max_tokens, status, err) &&
+    ok = ok && get_int(o, "n_predict", -1, 1e9, max_tokens, status, err) &&
+         get_int(o, "max_tokens", -1, 1e9, max_tokens, status, err) &&
+         get_int(o, "max_completion_tokens", -1, 1e9, max_tokens, status, err) &&
          get_bool(o, "stream", &r->stream, status, err) && get_bool(o, "ignore_eos", &r->ignore_eos, status, err) &&
          parse_stop(o, r, status, err);
     bool cache_prompt = true;
     ok = ok && get_bool(o, "cache_prompt", &cache_prompt, status, err);
     r->no_cache = !cache_prompt;
+    ok = ok && get_int(o, "id_slot", -1, d->n_slots - 1, &r->id_slot, status, err);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
     if (ok && so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) ok = bad(status, 400, err, "'%s' must be an object", "stream_options");
         ok = ok && get_bool(so, "include_usage", &r->include_usage, status, err);
     }
-    if (ok && max_tokens == 0) ok = bad(status, 400, err, "'%s' must be at least 1 (or -1: until the end)", "max_tokens");
-
+    if (ok && *max_tokens == 0) ok = bad(status, 400, err, "'%s' must be at least 1 (or -1: until the end)", "max_tokens");
+    ok = ok && parse_logprobs(o, api, r, status, err);
     if (ok) {
-        ok = chat ? parse_chat_prompt(o, d, tok, r, thinking, status, err)
+        ok = nx_srv_parse_logit_bias(cJSON_GetObjectItemCaseSensitive(o, "logit_bias"), tok, d->n_vocab, &r->logit_bias,
+                                     &r->smp.n_logit_bias, status, err);
+        r->smp.logit_bias = r->logit_bias;
+    }
+    return ok;
+}
+
+bool nx_srv_finish_request(nx_srv_req *r, int32_t max_tokens, const nx_srv_defaults *d, int *status, nx_err *err) {
+    if (r->n_prompt == 0) return bad(status, 400, err, "the %s is empty (no tokens)", "prompt");
+    if (r->n_prompt >= d->n_ctx) {
+        /* llama-server's exceed_context_size_error, with n_prompt_tokens and n_ctx */
+        *status = 400;
+        r->exceeds_ctx = true;
+        return nx_fail(err, "the request has %d prompt tokens; a slot holds %d (prompt + generation; server option -c)",
+                       r->n_prompt, d->n_ctx);
+    }
+    const int32_t room = d->n_ctx - r->n_prompt;
+    r->max_tokens = max_tokens < 0 || max_tokens > room ? room : max_tokens;
+    return true;
+}
+
+bool nx_srv_apply_template(const char *body, size_t len, const nx_srv_defaults *d, nx_buf *text, int *status,
+                           nx_err *err) {
+    cJSON *o = NULL;
+    if (!nx_srv_parse_body(body, len, NX_SRV_CHAT, d, &o, status, err)) return false;
+    nx_srv_req *r = nx_srv_req_new();
+    bool thinking = false;
+    bool ok = r && parse_chat_prompt(o, d, NULL, r, &thinking, text, status, err);
+    if (!r) ok = bad(status, 500, err, "out of memory (%s)", "apply-template");
+    nx_srv_req_unref(r);
+    cJSON_Delete(o);
+    return ok;
+}
+
+bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_defaults *d,
+                          nextn_tokenizer *tok, nx_srv_req *r, bool *thinking, int *status, nx_err *err) {
+    *thinking = false;
+    const nx_srv_api api = chat ? NX_SRV_CHAT : NX_SRV_COMPLETIONS;
+    cJSON *o = NULL;
+    if (!nx_srv_parse_body(body, len, api, d, &o, status, err)) return false;
+    int32_t max_tokens = 0;
+    bool ok = nx_srv_parse_common(o, api, d, tok, r, &max_tokens, status, err);
+    if (ok) {
+        ok = chat ? parse_chat_prompt(o, d, tok, r, thinking, NULL, status, err)
                   : parse_prompt(o, tok, d->n_vocab, r, status, err);
     }
-    if (ok && r->n_prompt == 0) ok = bad(status, 400, err, "the %s is empty (no tokens)", "prompt");
-    if (ok && r->n_prompt >= d->n_ctx) {
-        *status = 400;
-        ok = nx_fail(err, "the prompt has %d tokens; a slot holds %d (prompt + generation; server option -c)",
-                     r->n_prompt, d->n_ctx);
-    }
-    if (ok) {
-        const int32_t room = d->n_ctx - r->n_prompt;
-        r->max_tokens = max_tokens < 0 || max_tokens > room ? room : max_tokens;
-        r->chat = chat;
-    }
+    ok = ok && nx_srv_finish_request(r, max_tokens, d, status, err);
+    if (ok) r->chat = chat;
     cJSON_Delete(o);
     return ok;
 }
@@ -656,7 +809,54 @@ static cJSON *tool_call_obj(const nx_srv_req *r, int k, const nx_srv_tool_call *
     return o;
 }
 
-char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking) {
+cJSON *nx_srv_oai_logprobs(const nx_srv_req *r, const nextn_tokenizer *tok, int32_t from, int32_t to) {
+    if (r->n_probs < 0 || !r->probs) return NULL;
+    cJSON *lp = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(lp, "content");
+    cJSON *tokens = NULL, *token_lp = NULL, *tops = NULL, *offsets = NULL;
+    if (!r->chat) {
+        tokens = cJSON_AddArrayToObject(lp, "tokens");
+        token_lp = cJSON_AddArrayToObject(lp, "token_logprobs");
+        tops = cJSON_AddArrayToObject(lp, "top_logprobs");
+        offsets = cJSON_AddArrayToObject(lp, "text_offset");
+    }
+    size_t offset = 0;
+    for (int32_t i = 0; i < from && i < r->n_tokens && !r->chat; i++) {
+        char b[256];
+        size_t n = 0;
+        nextn_error e;
+        if (nextn_detokenize(tok, &r->tokens[i], 1, false, b, sizeof b, &n, &e)) offset += n;
+    }
+    for (int32_t i = from; i < to && i < r->n_tokens; i++) {
+        const nextn_logprob *p = &r->probs[i];
+        cJSON *e = cJSON_CreateObject();
+        nx_srv_token_fields(e, tok, r->tokens[i]);
+        cJSON_AddNumberToObject(e, "logprob", nx_srv_logprob_value(p->logprob));
+        cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        cJSON *top_map = r->chat ? NULL : cJSON_CreateObject();
+        for (int32_t k = 0; k < p->n_top; k++) {
+            cJSON *t = cJSON_CreateObject();
+            nx_srv_token_fields(t, tok, p->top_ids[k]);
+            cJSON_AddNumberToObject(t, "logprob", nx_srv_logprob_value(p->top_logprobs[k]));
+            if (top_map && !cJSON_GetObjectItemCaseSensitive(top_map, cJSON_GetObjectItem(t, "token")->valuestring))
+                cJSON_AddNumberToObject(top_map, cJSON_GetObjectItem(t, "token")->valuestring,
+                                        nx_srv_logprob_value(p->top_logprobs[k]));
+            cJSON_AddItemToArray(top, t);
+        }
+        if (!r->chat) {
+            cJSON_AddItemToArray(tokens, cJSON_CreateString(cJSON_GetObjectItem(e, "token")->valuestring));
+            cJSON_AddItemToArray(token_lp, cJSON_CreateNumber(nx_srv_logprob_value(p->logprob)));
+            cJSON_AddItemToArray(tops, top_map);
+            cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)offset));
+            cJSON *bytes = cJSON_GetObjectItem(e, "bytes");
+            offset += (size_t)cJSON_GetArraySize(bytes);
+        }
+        cJSON_AddItemToArray(content, e);
+    }
+    return lp;
+}
+
+char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking, const nextn_tokenizer *tok) {
     cJSON *o = envelope(r, model, r->chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
@@ -699,9 +899,14 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
             cJSON_AddItemToObject(m, "content", str_n(text + co, r->text.len - co));
         }
         if (thinking) cJSON_AddItemToObject(m, "reasoning_content", str_n(text, rl));
+        cJSON *lp = nx_srv_oai_logprobs(r, tok, 0, r->n_tokens);
+        if (lp) cJSON_AddItemToObject(c, "logprobs", lp);
+        else cJSON_AddNullToObject(c, "logprobs");
     } else {
         cJSON_AddItemToObject(c, "text", str_n(text, r->text.len));
-        cJSON_AddNullToObject(c, "logprobs");
+        cJSON *lp = nx_srv_oai_logprobs(r, tok, 0, r->n_tokens);
+        if (lp) cJSON_AddItemToObject(c, "logprobs", lp);
+        else cJSON_AddNullToObject(c, "logprobs");
     }
     cJSON_AddStringToObject(c, "finish_reason", nx_srv_finish_reason(r, n_calls));
     cJSON_AddItemToObject(o, "usage", usage_obj(r));
@@ -733,7 +938,7 @@ char *nx_srv_tool_chunk_json(const nx_srv_req *r, const char *model, int k, cons
 }
 
 char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text, size_t n, bool reasoning,
-                        const char *finish_reason, bool role_chunk) {
+                        const char *finish_reason, bool role_chunk, cJSON *logprobs) {
     cJSON *o = envelope(r, model, r->chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
@@ -742,14 +947,17 @@ char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text
     if (r->chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (role_chunk) {
+            /* the role alone: content null, as OpenAI and llama-server send it */
             cJSON_AddStringToObject(d, "role", "assistant");
-            cJSON_AddStringToObject(d, "content", "");
+            cJSON_AddNullToObject(d, "content");
         } else if (!finish_reason) {
             cJSON_AddItemToObject(d, reasoning ? "reasoning_content" : "content", str_n(text, n));
         }
+        if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     } else {
         cJSON_AddItemToObject(c, "text", str_n(finish_reason ? "" : text, finish_reason ? 0 : n));
-        cJSON_AddNullToObject(c, "logprobs");
+        if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+        else cJSON_AddNullToObject(c, "logprobs");
     }
     if (finish_reason)
         cJSON_AddStringToObject(c, "finish_reason", finish_reason);
@@ -763,6 +971,7 @@ char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model) {
     cJSON *o = envelope(r, model, r->chat ? "chat.completion.chunk" : "text_completion");
     cJSON_AddArrayToObject(o, "choices");
     cJSON_AddItemToObject(o, "usage", usage_obj(r));
+    cJSON_AddItemToObject(o, "timings", nx_srv_timings_json(r)); /* llama-server puts them here too */
     return print_free(o);
 }
 
@@ -772,6 +981,8 @@ char *nx_srv_error_json(const char *message, int status) {
     cJSON_AddStringToObject(e, "message", message);
     cJSON_AddStringToObject(e, "type", status == 401   ? "authentication_error"
                                        : status == 404 ? "not_found_error"
+                                       : status == 403 ? "permission_error"
+                                       : status == 501 ? "not_supported_error"
                                        : status == 503 ? "unavailable_error"
                                        : status >= 500 ? "server_error"
                                                        : "invalid_request_error");
@@ -779,17 +990,45 @@ char *nx_srv_error_json(const char *message, int status) {
     return print_free(o);
 }
 
-char *nx_srv_models_json(const char *model, int64_t created, int32_t n_ctx) {
+char *nx_srv_exceed_error_json(const char *message, int32_t n_prompt, int32_t n_ctx) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddNumberToObject(e, "code", 400);
+    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddStringToObject(e, "type", "exceed_context_size_error");
+    cJSON_AddNumberToObject(e, "n_prompt_tokens", n_prompt);
+    cJSON_AddNumberToObject(e, "n_ctx", n_ctx);
+    return print_free(o);
+}
+
+bool nx_srv_model_alias(const nx_srv_defaults *d, const char *name) {
+    if (d->model_name && strcmp(d->model_name, name) == 0) return true;
+    for (int i = 0; i < d->n_aliases; i++)
+        if (strcmp(d->aliases[i], name) == 0) return true;
+    return false;
+}
+
+cJSON *nx_srv_model_obj(const nx_srv_defaults *d, int64_t created) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(data, m);
-    cJSON_AddStringToObject(m, "id", model);
+    cJSON_AddStringToObject(m, "id", d->model_name ? d->model_name : "");
+    cJSON *al = cJSON_AddArrayToObject(m, "aliases");
+    for (int i = 0; i < d->n_aliases; i++) cJSON_AddItemToArray(al, cJSON_CreateString(d->aliases[i]));
+    cJSON *tg = cJSON_AddArrayToObject(m, "tags");
+    for (int i = 0; i < d->n_tags; i++) cJSON_AddItemToArray(tg, cJSON_CreateString(d->tags[i]));
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)created);
     cJSON_AddStringToObject(m, "owned_by", "nextn");
     cJSON *meta = cJSON_AddObjectToObject(m, "meta");
-    cJSON_AddNumberToObject(meta, "n_ctx_slot", n_ctx);
+    cJSON_AddNumberToObject(meta, "n_ctx_slot", d->n_ctx);
+    cJSON_AddNumberToObject(meta, "n_ctx", d->n_ctx);
+    cJSON_AddNumberToObject(meta, "n_vocab", d->n_vocab);
+    return m;
+}
+
+char *nx_srv_models_json(const nx_srv_defaults *d, int64_t created) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cJSON_AddItemToArray(data, nx_srv_model_obj(d, created));
     return print_free(o);
 }

@@ -11,6 +11,16 @@
 #include "server/srv_request.h"
 #include "server/srv_tools.h"
 
+/* The request formats: OpenAI's two and llama-server's own (POST /completion, /infill). */
+typedef enum nx_srv_api {
+    NX_SRV_COMPLETIONS = 1,
+    NX_SRV_CHAT = 2,
+    NX_SRV_NATIVE = 4,
+    NX_SRV_INFILL = 8,
+} nx_srv_api;
+
+#define NX_SRV_MAX_ALIASES 16
+
 /* What a request may leave out. */
 typedef struct nx_srv_defaults {
     nextn_sampler_params smp;   /* server's sampling defaults (CLI flags) */
@@ -19,8 +29,35 @@ typedef struct nx_srv_defaults {
     int32_t n_vocab;            /* token ids in a prompt array must be below this */
     bool enable_thinking;       /* chat default (chat_template_kwargs.enable_thinking overrides) */
     nx_chat_format chat_format; /* NX_CHAT_NONE: chat requests are refused with a clear error */
-    const char *model_name;     /* a request's "model" must be this (NULL: any) */
+    const char *model_name;     /* a request's "model" must be this or an alias (NULL: any) */
+    const char *aliases[NX_SRV_MAX_ALIASES]; /* other names of the model (--alias a,b) */
+    int n_aliases;
+    const char *tags[NX_SRV_MAX_ALIASES];    /* informational (--tags), listed by /v1/models */
+    int n_tags;
+    int32_t n_slots;            /* id_slot must be below this */
 } nx_srv_defaults;
+
+/* name is the model's name or one of its aliases. */
+bool nx_srv_model_alias(const nx_srv_defaults *d, const char *name);
+
+/* The steps of parsing a generation request, shared by every API (the tokenizer is used: the
+ * caller serialises access to it).  On failure *status is the HTTP status and err names the
+ * field.
+ *   nx_srv_parse_body:     strict JSON (srv_json.h), an object holding only the parameters api
+ *                          accepts (unsupported ones only at their do-nothing values), "model"
+ *                          this model; *o is the parsed body (cJSON_Delete it);
+ *   nx_srv_parse_common:   sampling (and "samplers"), seed, limits (*max_tokens as asked),
+ *                          stop strings, stream flags, cache_prompt, id_slot, logit_bias,
+ *                          log-probabilities (OpenAI logprobs / top_logprobs, llama-server
+ *                          n_probs) - everything but the prompt;
+ *   nx_srv_finish_request: once the prompt is in r: refuses an empty one, and one that does not
+ *                          fit a slot (r->exceeds_ctx: llama-server's exceed_context_size_error),
+ *                          and caps max_tokens at the room left. */
+bool nx_srv_parse_body(const char *body, size_t len, nx_srv_api api, const nx_srv_defaults *d, cJSON **o,
+                       int *status, nx_err *err);
+bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *d, nextn_tokenizer *tok,
+                         nx_srv_req *r, int32_t *max_tokens, int *status, nx_err *err);
+bool nx_srv_finish_request(nx_srv_req *r, int32_t max_tokens, const nx_srv_defaults *d, int *status, nx_err *err);
 
 /* Parses a completions (chat false) or chat-completions body into r: prompt tokens (the
  * tokenizer is used here - the caller serialises access to it), sampling, limits, stop strings,
@@ -28,6 +65,11 @@ typedef struct nx_srv_defaults {
  * which field is wrong and why. */
 bool nx_srv_parse_request(const char *body, size_t len, bool chat, const nx_srv_defaults *d,
                           nextn_tokenizer *tok, nx_srv_req *r, bool *thinking, int *status, nx_err *err);
+
+/* POST /apply-template: a chat-completions body's messages rendered with the chat template (the
+ * generation prompt, thinking and continuation rules as for a chat request), not tokenized. */
+bool nx_srv_apply_template(const char *body, size_t len, const nx_srv_defaults *d, nx_buf *text, int *status,
+                           nx_err *err);
 
 /* Splits generated chat text into reasoning and content at the first "</think>" (when the
  * prompt opened a think block): *reasoning_len bytes of reasoning (trailing whitespace
@@ -38,11 +80,16 @@ void nx_srv_split_reasoning(const char *text, size_t len, bool thinking, size_t 
 
 /* Response bodies (malloc'ed JSON text, NULL on out-of-memory).  r is read with r->mu held
  * by the caller or after r->done. */
-char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking);
+char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking, const nextn_tokenizer *tok);
+/* The "logprobs" object of a choice for generated tokens [from, to) (NULL when the request did
+ * not ask): chat {"content": [{id, token, bytes, logprob, top_logprobs: [...]}]}; completions the
+ * same "content" plus OpenAI's legacy tokens / token_logprobs / top_logprobs / text_offset.
+ * The numbers: srv_request.h n_probs (docs/server.md "Log-probabilities"). */
+cJSON *nx_srv_oai_logprobs(const nx_srv_req *r, const nextn_tokenizer *tok, int32_t from, int32_t to);
 /* One streamed chunk: text delta (content or reasoning), or the final chunk when
  * finish_reason is non-NULL (empty delta), or the role-only first chunk of a chat stream. */
 char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text, size_t n, bool reasoning,
-                        const char *finish_reason, bool role_chunk);
+                        const char *finish_reason, bool role_chunk, cJSON *logprobs /* taken; NULL none */);
 /* Tool-call pieces of a chat stream (delta.tool_calls): call k's id, type and name with empty
  * arguments (arguments false), then its arguments (true). */
 char *nx_srv_tool_chunk_json(const nx_srv_req *r, const char *model, int k, const nx_srv_tool_call *call,
@@ -59,6 +106,10 @@ char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model);
 /* {"error": {"message": ..., "type": ..., "code": status}} */
 char *nx_srv_error_json(const char *message, int status);
 /* GET /v1/models */
-char *nx_srv_models_json(const char *model, int64_t created, int32_t n_ctx);
+char *nx_srv_models_json(const nx_srv_defaults *d, int64_t created);
+/* One model entry (GET /v1/models/{id}): id, aliases, tags, object, created, owned_by, meta. */
+cJSON *nx_srv_model_obj(const nx_srv_defaults *d, int64_t created);
+/* llama-server's exceed_context_size_error: the error object with n_prompt_tokens and n_ctx. */
+char *nx_srv_exceed_error_json(const char *message, int32_t n_prompt, int32_t n_ctx);
 
 #endif

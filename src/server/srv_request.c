@@ -21,6 +21,43 @@ nx_srv_req *nx_srv_req_new(void) {
     r->id_slot = -1;
     r->n_probs = -1;
     r->stop_index = -1;
+    r->slot_used = -1;
+    return r;
+}
+
+nx_srv_req *nx_srv_req_clone(const nx_srv_req *t) {
+    nx_srv_req *r = nx_srv_req_new();
+    if (!r) return NULL;
+    r->smp = t->smp;
+    r->smp.logit_bias = NULL;
+    r->smp.n_logit_bias = 0;
+    r->max_tokens = t->max_tokens;
+    r->ignore_eos = t->ignore_eos;
+    r->stream = t->stream;
+    r->chat = t->chat;
+    r->include_usage = t->include_usage;
+    r->no_cache = t->no_cache;
+    r->id_slot = t->id_slot;
+    r->n_probs = t->n_probs;
+    r->stop_max_len = t->stop_max_len;
+    bool ok = true;
+    for (int i = 0; i < t->n_stop && ok; i++) {
+        ok = (r->stop[i] = strdup(t->stop[i])) != NULL;
+        r->stop_keep[i] = t->stop_keep[i];
+        r->n_stop += ok;
+    }
+    if (ok && t->smp.n_logit_bias > 0) {
+        r->logit_bias = malloc((size_t)t->smp.n_logit_bias * sizeof *r->logit_bias);
+        if ((ok = r->logit_bias != NULL)) {
+            memcpy(r->logit_bias, t->smp.logit_bias, (size_t)t->smp.n_logit_bias * sizeof *r->logit_bias);
+            r->smp.logit_bias = r->logit_bias;
+            r->smp.n_logit_bias = t->smp.n_logit_bias;
+        }
+    }
+    if (!ok) {
+        nx_srv_req_unref(r);
+        return NULL;
+    }
     return r;
 }
 

@@ -36,6 +36,7 @@ typedef struct nx_srv_req {
     bool include_usage;         /* stream_options.include_usage */
     bool no_cache;              /* "cache_prompt": false - decode the whole prompt, keep nothing */
     int32_t id_slot;            /* the slot to run in (llama-server's id_slot); -1: any free one */
+    bool exceeds_ctx;           /* parsing: refused because the prompt does not fit a slot */
     nextn_logit_bias *logit_bias; /* owned; smp.logit_bias points here (smp.n_logit_bias entries) */
     int32_t n_probs;            /* -1: no log-probabilities; else each generated token's, with this
                                  * many (<= NEXTN_MAX_TOP_LOGPROBS) most likely alternatives */
@@ -61,6 +62,7 @@ typedef struct nx_srv_req {
     nextn_logprob *probs;       /* [n_tokens] their log-probabilities (n_probs >= 0), else NULL */
     int32_t n_tokens, cap_tokens;
     int32_t n_cache;            /* prompt tokens taken from the prompt cache instead of decoded */
+    int32_t slot_used;          /* the slot that ran it (-1 before admission) */
     int64_t draft_n, draft_accepted; /* speculative mode: draft tokens verified / accepted */
     bool done;                  /* no more text will come */
     bool cancelled;             /* the client went away: the engine drops the request */
@@ -74,6 +76,9 @@ typedef struct nx_srv_req {
 /* A new request with 1 reference and empty shared state; NULL on out-of-memory.  Its condition
  * variable runs on CLOCK_MONOTONIC (nx_srv_req_wait_locked). */
 nx_srv_req *nx_srv_req_new(void);
+/* A new request with t's settings (everything "set before submit" but the prompt, the id and
+ * tool-call state: sampling and logit bias, limits, stop strings, flags); NULL on out-of-memory. */
+nx_srv_req *nx_srv_req_clone(const nx_srv_req *t);
 void nx_srv_req_ref(nx_srv_req *r);
 /* Drops a reference; frees the request when it was the last. */
 void nx_srv_req_unref(nx_srv_req *r);

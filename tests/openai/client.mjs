@@ -82,8 +82,8 @@ await check("errors: AuthenticationError, BadRequestError naming the parameter, 
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
   await assert.rejects(client.completions.create({ model, prompt: "x", echo: true }),
     (e) => e instanceof OpenAI.BadRequestError && /'echo'/.test(e.message));
-  await assert.rejects(client.chat.completions.create({ model, messages: [{ role: "user", content: "x" }], logit_bias: { 5: 1 } }),
-    (e) => e instanceof OpenAI.BadRequestError && /'logit_bias'/.test(e.message));
+  await assert.rejects(client.chat.completions.create({ model, messages: [{ role: "user", content: "x" }], response_format: { type: "json_object" } }),
+    (e) => e instanceof OpenAI.BadRequestError && /'response_format'/.test(e.message));
   await assert.rejects(client.completions.create({ model: "gpt-4o", prompt: "x" }),
     (e) => e instanceof OpenAI.NotFoundError && /gpt-4o/.test(e.message));
   await assert.rejects(client.completions.create({ model, prompt: "x", seed: 1.5 }),
