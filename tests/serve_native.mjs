@@ -112,6 +112,16 @@ if (phase === "main") {
   check("n_probs: 16 entries, id / token / bytes / logprob, 3 alternatives, the greedy token first",
     cp?.length === 16 && cp.every((e, i) => e.id === R[i] && typeof e.token === "string" && Array.isArray(e.bytes) &&
       e.logprob <= 0 && e.top_logprobs.length === 3 && e.top_logprobs[0].id === e.id && e.top_logprobs[0].logprob === e.logprob), cp?.[0]);
+  // the same request answered by llama-server itself (tests/fixtures/README.md "serve/"): the same
+  // tokens and alternatives, log-probabilities within 2e-3 (measured: 5.3e-4, float rounding of
+  // two implementations)
+  const ref = JSON.parse(readFileSync(new URL("fixtures/serve/llama-server-n-probs.json", import.meta.url), "utf8"));
+  const rc = ref.completion_probabilities, near = (a, b) => Math.abs(a - b) <= 2e-3;
+  check("n_probs: llama-server's tokens, alternatives and log-probabilities (within 2e-3)",
+    ref.request.prompt === P && ref.content === cp?.slice(0, rc.length).map((e) => e.token).join("") &&
+    rc.every((e, i) => e.id === cp[i].id && near(e.logprob, cp[i].logprob) &&
+      e.top_logprobs.every((t, j) => t.id === cp[i].top_logprobs[j].id && near(t.logprob, cp[i].top_logprobs[j].logprob))),
+    [rc.slice(0, 2), cp?.slice(0, 2)]);
   const o = await post("/v1/completions", { prompt: P, max_tokens: 16, ...greedy, logprobs: 3 });
   const ol = o.json?.choices?.[0]?.logprobs;
   check("/v1/completions logprobs: the same numbers, OpenAI's tokens / token_logprobs / top_logprobs too",
