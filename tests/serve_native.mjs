@@ -261,6 +261,11 @@ if (phase === "spec-save") {
 if (phase === "restore") {
   let r = await post(`/slots/1?action=restore`, { filename: state.file });
   check(`restore ${state.file} into slot 1 of a new server`, r.status === 200 && r.json.n_restored === IDS.length + 15 && r.json.n_read > 0, r.json);
+  // the sequence holds the file's positions (a speculative prefill resumes from the sequence, so
+  // the continuation's text alone cannot tell a restore from a re-decode)
+  const sl = await get("/slots");
+  check("GET /slots: the restored slot's sequence holds the file's positions",
+    sl.json?.find?.((x) => x.id === 1)?.n_tokens === IDS.length + 15, sl.json);
   r = await post("/completion", { prompt: [...IDS, ...state.r1], n_predict: 12, ...greedy, id_slot: 1 });
   check("the continuation uses the restored state (all but the last prompt token cached)", r.json?.tokens_cached === IDS.length + 15, r.json?.tokens_cached);
   check("the continuation equals the uninterrupted generation (nextn run, 28 tokens)", want.t16 + r.json?.content === want.t28, [r.json?.content, want.t28]);

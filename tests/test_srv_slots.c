@@ -144,6 +144,10 @@ static void save_restore(bool save_spec, bool load_spec) {
     e = start(load_spec);
     assert_true(act(e, 0, NX_SRV_SLOT_RESTORE, path, &res, &status, &err));
     assert_int_equal(res.n_tokens, np + N1 - 1);
+    /* the sequence itself holds the file's positions (a speculative prefill resumes from the
+     * sequence, so the continuation's text alone cannot tell a restore from a re-decode) */
+    assert_true(nx_srv_engine_slots(e, info, &err));
+    assert_int_equal(info[0].n_tokens, np + N1 - 1);
     memcpy(prompt + np, r1.tok, N1 * sizeof *prompt);
     run(e, prompt, np + N1, N2, 0, &r2);
     assert_int_equal(r2.n_cache, np + N1 - 1); /* everything from the file */
