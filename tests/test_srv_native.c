@@ -278,7 +278,7 @@ static void test_filenames(void **state) {
     assert_null(nx_srv_bad_filename("caf\xc3\xa9 1.bin"));
     assert_null(nx_srv_bad_filename(".hidden"));
     const char *bad[] = {"", "../x", "a/b", "a\\b", "..", ".", "x.", " x", "x ", "a:b", "a*b", "a?b", "a|b",
-                         "a\"b", "a<b", "a>b", "a\x01", "a\x7f", "\xff", "\xc0\xaf", "a..b", "a\xe2\x88\x95" "b",
+                         "a\"b", "a<b", "a>b", "a\x01", "a\x7f", "\xff", "\xc0\xaf", "a..b", ("a\xe2\x88\x95" "b"),
                          "\xef\xbc\x8e"};
     for (size_t i = 0; i < NX_ARRAY_LEN(bad); i++)
         if (!nx_srv_bad_filename(bad[i])) fail_msg("'%s' accepted", bad[i]);

@@ -48,10 +48,6 @@ static const uint16_t idx32[4][32] = {
 /* |nx_iq4nl_values| (the sign is index < 8) */
 static const int8_t iq4_abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-ALWAYS_INLINE size_t lb_bsize(int kind) {
-    return kind == LB_Q2_K ? sizeof(nx_block_q2_K) : kind == LB_Q3_K ? sizeof(nx_block_q3_K) : sizeof(nx_block_iq4_xs);
-}
-
 /* The 2-bit fields of a q2_K / q3_K block as four zmm of codes 0..3 (element order). */
 ALWAYS_INLINE void decode_2bit(const uint8_t *qs, __m512i *q) {
     const __m512i three = _mm512_set1_epi8(3);
