@@ -8,7 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_GENERATE } slot_state;
+/* SLOT_SHARE: a choice of a request with n > 1 waiting for the first choice's prompt state. */
+typedef enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_GENERATE, SLOT_SHARE } slot_state;
 
 /* A slot's prompt cache: what its sequence holds and the checkpoints into it (srv_engine.h). */
 typedef struct ckpt {
@@ -54,6 +55,7 @@ typedef struct slot {
     int32_t row;            /* batch row whose logits this slot samples from, -1 none */
     nextn_sampler *smp;     /* plain mode */
     nextn_stream *detok;
+    nx_srv_req *lead;       /* SLOT_SHARE: the first choice of its request (own reference) */
 } slot;
 
 struct nx_srv_engine {
@@ -73,6 +75,7 @@ struct nx_srv_engine {
     int32_t spec_stride;    /* tokens one sequence may emit per step */
     int32_t *spec_out;      /* [n_slots * spec_stride] tokens of one step */
     int32_t *spec_n_out, *spec_max; /* [n_slots] */
+    nextn_state *share;     /* several choices: the prompt state copied into the other choices' slots */
 
     pthread_t thread;
     bool thread_started;
@@ -116,7 +119,8 @@ static void slot_release_ex(nx_srv_engine *e, slot *s, bool keep) {
     slot_cache *c = &e->cache[i];
     nextn_sampler_free(s->smp);
     nextn_stream_free(s->detok);
-    keep = keep && !e->p.no_cache && s->req && !s->req->no_cache && s->state != SLOT_FREE;
+    keep = keep && !e->p.no_cache && s->req && !s->req->no_cache && s->state != SLOT_FREE && s->state != SLOT_SHARE;
+    nx_srv_req_unref(s->lead);
     if (s->req) {
         stats_add(e, s->req);
         pthread_mutex_lock(&s->req->mu);
@@ -370,21 +374,19 @@ static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_aft
 
 /* ---- admission --------------------------------------------------------------------------- */
 
-static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
-    memset(s, 0, sizeof *s);
-    s->req = r;
-    s->row = -1;
-    s->state = SLOT_PREFILL;
+/* Marks r finished with an error unless it is already. */
+static void req_fail(nx_srv_req *r, int status, const char *msg) {
     pthread_mutex_lock(&r->mu);
-    r->t_start = nx_time_s();
-    const bool cancelled = r->cancelled;
+    if (!r->done) nx_srv_req_fail_locked(r, status, msg);
     pthread_mutex_unlock(&r->mu);
-    if (cancelled) {
-        slot_release(e, s);
-        return false;
-    }
-    const int32_t reused = cache_prepare(e, (int32_t)(s - e->slots), r);
-    nx_srv_slot_info *li = &e->cache[s - e->slots].last;
+}
+
+/* The part of admission shared by every choice: GET /slots' record, the detokenizer, the
+ * sampler (plain mode; speculative mode passes r->smp at each prefill) with the prompt in its
+ * penalty history, the log-probability setting. */
+static bool slot_setup(nx_srv_engine *e, slot *s, nx_srv_req *r) {
+    const int32_t i = (int32_t)(s - e->slots);
+    nx_srv_slot_info *li = &e->cache[i].last;
     li->has_req = true;
     snprintf(li->id_task, sizeof li->id_task, "%s", r->id);
     li->smp = r->smp;
@@ -394,17 +396,15 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     li->stream = r->stream;
     li->ignore_eos = r->ignore_eos;
     li->n_decoded = 0;
-    s->n_fed = reused;
     pthread_mutex_lock(&r->mu);
-    r->n_cache = reused;
-    r->slot_used = (int32_t)(s - e->slots);
+    r->slot_used = i;
     pthread_mutex_unlock(&r->mu);
     nextn_error err;
     if (!nextn_stream_create(&s->detok, e->tok, false, &err)) {
         slot_fail(e, s, err.msg);
         return false;
     }
-    if (e->p.spec && !nextn_spec_set_logprobs(e->spec, (int32_t)(s - e->slots), r->n_probs, &err)) {
+    if (e->p.spec && !nextn_spec_set_logprobs(e->spec, i, r->n_probs, &err)) {
         slot_fail(e, s, err.msg);
         return false;
     }
@@ -414,13 +414,140 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
             return false;
         }
         /* as llama.cpp's server: prompt tokens enter the penalty history */
-        for (int32_t i = 0; i < r->n_prompt; i++) nextn_sampler_accept(s->smp, r->prompt[i], &err);
+        for (int32_t k = 0; k < r->n_prompt; k++) nextn_sampler_accept(s->smp, r->prompt[k], &err);
     }
     return true;
 }
 
+/* Puts r into slot s (the queue's reference becomes the slot's).  A request whose client went
+ * away meanwhile is finished (499) and the slot stays free. */
+static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
+    memset(s, 0, sizeof *s);
+    s->req = r;
+    s->row = -1;
+    s->state = SLOT_PREFILL;
+    pthread_mutex_lock(&r->mu);
+    r->t_start = nx_time_s();
+    const bool cancelled = r->cancelled;
+    if (cancelled && !r->done) nx_srv_req_fail_locked(r, 499, "cancelled by the client");
+    pthread_mutex_unlock(&r->mu);
+    if (cancelled) {
+        slot_release(e, s);
+        return false;
+    }
+    const int32_t reused = cache_prepare(e, (int32_t)(s - e->slots), r);
+    s->n_fed = reused;
+    pthread_mutex_lock(&r->mu);
+    r->n_cache = reused;
+    pthread_mutex_unlock(&r->mu);
+    return slot_setup(e, s, r);
+}
+
+/* Puts choice r (k >= 1 of a request with n > 1; the caller took the slot's reference) into slot
+ * s: it waits (SLOT_SHARE) for the prompt state of the first choice `lead` (share_prompts). */
+static void slot_admit_choice(nx_srv_engine *e, slot *s, nx_srv_req *r, nx_srv_req *lead) {
+    const int32_t i = (int32_t)(s - e->slots);
+    memset(s, 0, sizeof *s);
+    s->req = r;
+    s->row = -1;
+    s->state = SLOT_SHARE;
+    nx_srv_req_ref(lead);
+    s->lead = lead;
+    pthread_mutex_lock(&r->mu);
+    r->t_start = nx_time_s();
+    const bool cancelled = r->cancelled;
+    if (cancelled && !r->done) nx_srv_req_fail_locked(r, 499, "cancelled by the client");
+    pthread_mutex_unlock(&r->mu);
+    if (cancelled) {
+        slot_release(e, s);
+        return;
+    }
+    e->cache[i].used = ++e->n_admitted;
+    cache_forget(e, i); /* the sequence is replaced by the shared prompt state */
+    slot_setup(e, s, r);
+}
+
+/* Slot i serves the first choice of a request whose other choices wait for its prompt state. */
+static bool choices_waiting(const nx_srv_engine *e, int32_t i) {
+    const nx_srv_req *r = e->slots[i].req;
+    for (int32_t j = 0; r && r->n_group > 0 && j < e->p.n_slots; j++)
+        if (e->slots[j].state == SLOT_SHARE && e->slots[j].lead == r) return true;
+    return false;
+}
+
+static int32_t seq_n_past(const nx_srv_engine *e, int32_t i) {
+    return e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+}
+
+/* Several choices: once a first choice has decoded its prompt but the last token, that state
+ * (FULL: attention KV, recurrent state, in speculative mode the MTP KV and the driver's rows) is
+ * copied into the slots of the other choices, which then decode the last prompt token
+ * themselves - its logits give each choice its first token with its own sampler.  The prompt is
+ * decoded once, plus one token per further choice. */
+static void share_prompts(nx_srv_engine *e) {
+    for (int32_t l = 0; l < e->p.n_slots; l++) {
+        slot *ls = &e->slots[l];
+        if (ls->state != SLOT_PREFILL || !choices_waiting(e, l)) continue;
+        const nx_srv_req *lr = ls->req;
+        const int32_t pos = lr->n_prompt - 1;
+        if (seq_n_past(e, l) != pos) continue;
+        nextn_error err = {0};
+        bool ok = pos == 0 || (e->ctx ? nextn_state_take(&e->share, e->ctx, l, NEXTN_STATE_FULL, &err)
+                                      : nextn_spec_state_take(&e->share, e->spec, l, NEXTN_STATE_FULL, &err));
+        for (int32_t j = 0; j < e->p.n_slots; j++) {
+            slot *s = &e->slots[j];
+            if (s->state != SLOT_SHARE || s->lead != lr) continue;
+            nx_srv_req *r = s->req;
+            bool sok = ok && (pos == 0 || (e->ctx ? nextn_state_restore(e->ctx, j, e->share, &err)
+                                                  : nextn_spec_state_restore(e->spec, j, e->share, &err)));
+            /* a restored generator sequence takes its log-probability setting again */
+            sok = sok && (!e->spec || nextn_spec_set_logprobs(e->spec, j, r->n_probs, &err));
+            if (!sok) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "copying the prompt state to choice %d: %s", r->choice, err.msg);
+                slot_fail(e, s, msg);
+                continue;
+            }
+            slot_cache *c = &e->cache[j];
+            c->n_tok = c->n_held = 0;
+            if (!cache_push(c, r->prompt, r->n_prompt)) r->no_cache = true;
+            c->next_every = e->p.ckpt_every > 0 ? (pos / e->p.ckpt_every + 1) * e->p.ckpt_every : INT32_MAX;
+            c->turn_stop = -1;
+            s->n_fed = pos;
+            s->state = SLOT_PREFILL;
+            nx_srv_req_unref(s->lead);
+            s->lead = NULL;
+            pthread_mutex_lock(&r->mu);
+            r->n_cache = pos; /* taken from the first choice, not decoded */
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+}
+
+/* Choices waiting for a first choice that is gone (failed, cancelled) fail with its error. */
+static void drop_orphans(nx_srv_engine *e) {
+    for (int32_t j = 0; j < e->p.n_slots; j++) {
+        slot *s = &e->slots[j];
+        if (s->state != SLOT_SHARE) continue;
+        bool alive = false;
+        for (int32_t l = 0; l < e->p.n_slots && !alive; l++)
+            alive = e->slots[l].state == SLOT_PREFILL && e->slots[l].req == s->lead;
+        if (alive) continue;
+        char msg[256];
+        pthread_mutex_lock(&s->lead->mu);
+        const int status = s->lead->error[0] ? (s->lead->error_status ? s->lead->error_status : 500) : 500;
+        snprintf(msg, sizeof msg, "%s", s->lead->error[0] ? s->lead->error : "the first choice ended before its prompt was shared");
+        pthread_mutex_unlock(&s->lead->mu);
+        req_fail(s->req, status, msg);
+        slot_release_ex(e, s, false);
+    }
+}
+
 /* Moves queued requests into free slots, in order, each into the one with the longest reusable
- * prefix; a request bound to a busy slot (id_slot) waits without holding up the others. */
+ * prefix; a request bound to a busy slot (id_slot) waits without holding up the others.  A
+ * request with n > 1 choices is admitted when n slots are free (its first choice into the best
+ * slot, the others into the least recently used ones); until then it holds up the requests
+ * behind it, so that single requests cannot starve it. */
 static void admit_queued(nx_srv_engine *e) {
     for (;;) {
         pthread_mutex_lock(&e->mu);
@@ -428,16 +555,35 @@ static void admit_queued(nx_srv_engine *e) {
         int i = -1;
         for (int k = 0; k < e->q_len && i < 0; k++) {
             r = e->queue[(e->q_head + k) % e->p.max_queue];
-            if ((i = choose_slot(e, r)) < 0) continue;
+            if (r->n_group > 0) {
+                int n_free = 0;
+                for (int j = 0; j < e->p.n_slots; j++) n_free += e->slots[j].state == SLOT_FREE;
+                if (n_free < 1 + r->n_group || (i = choose_slot(e, r)) < 0) {
+                    i = -1;
+                    break;
+                }
+            } else if ((i = choose_slot(e, r)) < 0) {
+                continue;
+            }
             for (int j = k; j > 0; j--) /* close the gap: the entries before it move up one */
                 e->queue[(e->q_head + j) % e->p.max_queue] = e->queue[(e->q_head + j - 1) % e->p.max_queue];
             e->q_head = (e->q_head + 1) % e->p.max_queue;
             e->q_len--;
-            e->n_busy++;
+            e->n_busy += 1 + r->n_group;
         }
         pthread_mutex_unlock(&e->mu);
         if (i < 0) return;
         slot_admit(e, &e->slots[i], r);
+        /* the other choices (a failed first choice fails them in drop_orphans) */
+        for (int32_t g = 0; g < r->n_group; g++) {
+            int best = -1;
+            for (int j = 0; j < e->p.n_slots; j++)
+                if (e->slots[j].state == SLOT_FREE && j != i &&
+                    (best < 0 || e->cache[j].used < e->cache[best].used))
+                    best = j;
+            nx_srv_req_ref(r->group[g]); /* the slot's reference */
+            slot_admit_choice(e, &e->slots[best], r->group[g], r);
+        }
     }
 }
 
@@ -452,6 +598,7 @@ static void drop_cancelled(nx_srv_engine *e) {
         pthread_mutex_unlock(&s->req->mu);
         if (c) slot_release(e, s);
     }
+    drop_orphans(e);
 }
 
 /* ---- one iteration ----------------------------------------------------------------------- */
@@ -474,9 +621,12 @@ static void step_plain(nx_srv_engine *e) {
         slot *s = &e->slots[i];
         if (s->state != SLOT_PREFILL) continue;
         const nx_srv_req *r = s->req;
-        int32_t take = NX_MIN(e->p.n_batch - n, r->n_prompt - s->n_fed);
+        /* a first choice whose other choices wait stops before the last prompt token (share_prompts) */
+        const int32_t end = choices_waiting(e, i) ? r->n_prompt - 1 : r->n_prompt;
+        int32_t take = NX_MIN(e->p.n_batch - n, end - s->n_fed);
         const int32_t stop = cache_next_stop(e, i, r->n_prompt, s->n_fed);
         if (stop != INT32_MAX) take = NX_MIN(take, stop - s->n_fed); /* a checkpoint there */
+        if (take <= 0) continue;
         const int32_t pos0 = nextn_n_past(e->ctx, i);
         for (int32_t k = 0; k < take; k++) {
             e->b_tok[n] = r->prompt[s->n_fed + k];
@@ -549,7 +699,10 @@ static void step_spec(nx_srv_engine *e) {
         bool done;
         const int32_t at = nextn_spec_seq_n_past(e->spec, i);
         const int32_t stop = cache_next_stop(e, i, s->req->n_prompt, at);
-        const int32_t rows = stop != INT32_MAX ? NX_MIN(e->p.n_batch, stop - at) : e->p.n_batch;
+        int32_t rows = stop != INT32_MAX ? NX_MIN(e->p.n_batch, stop - at) : e->p.n_batch;
+        /* a first choice whose other choices wait stops before the last prompt token (share_prompts) */
+        if (choices_waiting(e, i)) rows = NX_MIN(rows, s->req->n_prompt - 1 - at);
+        if (rows <= 0) continue;
         if (!nextn_spec_prefill_seq_part(e->spec, i, s->req->prompt, s->req->n_prompt, rows, &s->req->smp, &first,
                                          &done, &err)) {
             slot_fail(e, s, err.msg);
@@ -801,6 +954,7 @@ static void *engine_main(void *arg) {
         run_ops(e);
         admit_queued(e);
         drop_cancelled(e);
+        share_prompts(e);
         if (e->p.spec)
             step_spec(e);
         else
@@ -895,6 +1049,7 @@ bool nx_srv_engine_submit(nx_srv_engine *e, nx_srv_req *r, nx_err *err) {
     } else {
         nx_srv_req_ref(r);
         r->t_submit = nx_time_s();
+        for (int32_t g = 0; g < r->n_group; g++) r->group[g]->t_submit = r->t_submit;
         e->queue[(e->q_head + e->q_len) % e->p.max_queue] = r;
         e->q_len++;
         pthread_cond_signal(&e->cv);
@@ -918,6 +1073,8 @@ void nx_srv_engine_cancel(nx_srv_engine *e, nx_srv_req *r) {
     r->cancelled = true;
     if (queued && !r->done) nx_srv_req_fail_locked(r, 499, "cancelled by the client");
     pthread_mutex_unlock(&r->mu);
+    /* the other choices of a queued request never reach the queue themselves */
+    for (int32_t g = 0; queued && g < r->n_group; g++) req_fail(r->group[g], 499, "cancelled by the client");
     if (queued) nx_srv_req_unref(r); /* the queue's reference */
 }
 
@@ -987,9 +1144,8 @@ void nx_srv_engine_stop(nx_srv_engine *e) {
         }
         pthread_mutex_unlock(&e->mu);
         if (!r) break;
-        pthread_mutex_lock(&r->mu);
-        if (!r->done) nx_srv_req_fail_locked(r, 503, "server is shutting down");
-        pthread_mutex_unlock(&r->mu);
+        req_fail(r, 503, "server is shutting down");
+        for (int32_t g = 0; g < r->n_group; g++) req_fail(r->group[g], 503, "server is shutting down");
         nx_srv_req_unref(r);
     }
 }
@@ -1015,6 +1171,7 @@ void nx_srv_engine_free(nx_srv_engine *e) {
     free(e->spec_out);
     free(e->spec_n_out);
     free(e->spec_max);
+    nextn_state_free(e->share);
     pthread_cond_destroy(&e->cv);
     pthread_cond_destroy(&e->op_cv);
     pthread_mutex_destroy(&e->mu);

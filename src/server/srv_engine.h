@@ -26,6 +26,14 @@
  * goes.  Output is identical with and without the cache (the state restored is bit-identical
  * to the one decoding the prefix gives, docs/forward.md).
  *
+ * Several choices (OpenAI "n" > 1): the first choice is queued carrying the others
+ * (nx_srv_req.group) and admitted when 1 + n_group slots are free (it holds up the requests
+ * behind it meanwhile).  The first choice decodes its prompt (prompt cache as usual) up to the
+ * last token; that FULL state is copied into the other choices' slots, and every choice decodes
+ * the last prompt token itself with its own sampler (choice k: seed + k), so each choice
+ * equals the n = 1 request with its seed and the prompt is decoded once (+ 1 token per further
+ * choice).  Choices waiting for a first choice that failed or was cancelled fail with its error.
+ *
  * Threading: the engine thread owns every nextn object it creates; other threads only call
  * submit / load / stop, which take the engine's mutex, and talk to requests through their own
  * mutex (srv_request.h).

@@ -298,23 +298,49 @@ static char *print_free(cJSON *o) {
 
 /* ---- streaming ------------------------------------------------------------------------------ */
 
-typedef struct sse {
-    nx_server *s;
-    nx_srv_req *r;
-    struct MHD_Connection *c;
+/* One choice of a stream (a request has n of them, OpenAI "n"; llama-server's streams one). */
+typedef struct sse_choice {
+    nx_srv_req *r;          /* the choice's request (the first choice holds the others' references) */
     bool thinking;          /* chat with an open think block: text is reasoning until </think> */
     bool skip_nl;           /* drop newlines right after </think> */
-    int phase;              /* 0 role chunk due (chat), 1 text, 2 finished */
     size_t sent;            /* bytes of r->text handled */
     nx_buf content;         /* tools: the reply's content so far (gen_prefix + text after </think>) */
     nx_srv_tool_scan scan;
+    int32_t lp_sent;        /* generated tokens whose log-probabilities / ids went out */
+    bool finished;          /* its final chunk went out */
+} sse_choice;
+
+typedef struct sse {
+    nx_server *s;
+    struct MHD_Connection *c;
+    int phase;              /* 0 role chunks due (chat), 1 text, 2 finished */
     nx_buf out;             /* SSE bytes not yet handed to MHD */
     size_t out_pos;
     double t_out;           /* when the last bytes were produced */
-    int32_t lp_sent;        /* generated tokens whose log-probabilities / ids went out */
     bool native;            /* llama-server's /completion stream (no [DONE]) */
     bool return_tokens;     /* native: the final event lists the tokens */
+    int n;                  /* choices */
+    sse_choice *ch;         /* [n]; ch[0].r holds the stream's reference */
 } sse;
+
+/* A stream of request r and its other choices (r->group); takes the caller's reference to r. */
+static sse *sse_new(nx_server *s, struct MHD_Connection *c, nx_srv_req *r, bool thinking) {
+    sse *st = calloc(1, sizeof *st);
+    if (st && !(st->ch = calloc((size_t)1 + (size_t)r->n_group, sizeof *st->ch))) {
+        free(st);
+        st = NULL;
+    }
+    if (!st) return NULL;
+    st->s = s;
+    st->c = c;
+    st->n = 1 + r->n_group;
+    st->t_out = nx_time_s();
+    for (int k = 0; k < st->n; k++) {
+        st->ch[k].r = k == 0 ? r : r->group[k - 1];
+        st->ch[k].thinking = thinking;
+    }
+    return st;
+}
 
 static bool sse_event(sse *st, char *json) {
     nx_err err;
@@ -326,12 +352,12 @@ static bool sse_event(sse *st, char *json) {
 }
 
 /* A text chunk, with the log-probabilities of the tokens generated since the last one. */
-static char *chunk(sse *st, const char *p, size_t n, bool reasoning, const char *finish, bool role) {
-    nx_srv_req *r = st->r;
+static char *chunk(sse *st, sse_choice *ch, const char *p, size_t n, bool reasoning, const char *finish, bool role) {
+    nx_srv_req *r = ch->r;
     cJSON *lp = NULL;
-    if (!role && r->n_probs >= 0 && r->n_tokens > st->lp_sent) {
-        lp = nx_srv_oai_logprobs(r, st->s->tok, st->lp_sent, r->n_tokens);
-        st->lp_sent = r->n_tokens;
+    if (!role && r->n_probs >= 0 && r->n_tokens > ch->lp_sent) {
+        lp = nx_srv_oai_logprobs(r, st->s->tok, ch->lp_sent, r->n_tokens);
+        ch->lp_sent = r->n_tokens;
     }
     return nx_srv_chunk_json(r, st->s->p.model_name, p, n, reasoning, finish, role, lp);
 }
@@ -346,119 +372,164 @@ static size_t tag_prefix_tail(const char *t, size_t n) {
 }
 
 /* Content text: straight out, or (tools) through the tool-call scanner. */
-static bool sse_content(sse *st, const char *p, size_t n, bool done) {
+static bool sse_content(sse *st, sse_choice *ch, const char *p, size_t n, bool done) {
     const char *model = st->s->p.model_name;
-    if (!st->r->tools) return !n || sse_event(st, chunk(st, p, n, false, NULL, false));
+    if (!ch->r->tools) return !n || sse_event(st, chunk(st, ch, p, n, false, NULL, false));
     nx_err err;
-    if (n && !nx_buf_append(&st->content, p, n, &err)) return false;
+    if (n && !nx_buf_append(&ch->content, p, n, &err)) return false;
     for (;;) {
         nx_srv_tool_ev ev;
-        nx_srv_tool_next(&st->scan, st->r->tools, st->content.data, st->content.len, done, &ev);
+        nx_srv_tool_next(&ch->scan, ch->r->tools, ch->content.data, ch->content.len, done, &ev);
         if (ev.kind == NX_TOOL_EV_NONE) return true;
         bool ok;
         if (ev.kind == NX_TOOL_EV_TEXT) {
-            ok = sse_event(st, chunk(st, st->content.data + ev.off, ev.n, false, NULL, false));
+            ok = sse_event(st, chunk(st, ch, ch->content.data + ev.off, ev.n, false, NULL, false));
         } else {
-            const int k = st->scan.n_calls - 1;
-            ok = sse_event(st, nx_srv_tool_chunk_json(st->r, model, k, &ev.call, false)) &&
-                 sse_event(st, nx_srv_tool_chunk_json(st->r, model, k, &ev.call, true));
+            const int k = ch->scan.n_calls - 1;
+            ok = sse_event(st, nx_srv_tool_chunk_json(ch->r, model, k, &ev.call, false)) &&
+                 sse_event(st, nx_srv_tool_chunk_json(ch->r, model, k, &ev.call, true));
             nx_srv_tool_call_free(&ev.call);
         }
         if (!ok) return false;
     }
 }
 
-/* Emits the released text r->text[st->sent .. avail) as content / reasoning deltas. */
-static bool sse_text(sse *st, const char *text, size_t avail, bool done) {
+/* Emits the released text r->text[ch->sent .. avail) as content / reasoning deltas. */
+static bool sse_text(sse *st, sse_choice *ch, const char *text, size_t avail, bool done) {
     if (st->native) { /* llama-server's events: the text so far and the tokens that came with it */
-        if (st->sent >= avail) return true;
-        nx_srv_req *r = st->r;
-        char *ev = nx_srv_native_chunk_json(r, st->s->tok, 0, r->slot_used, text + st->sent, avail - st->sent,
-                                            st->lp_sent, r->n_tokens);
-        st->lp_sent = r->n_tokens;
-        st->sent = avail;
+        if (ch->sent >= avail) return true;
+        nx_srv_req *r = ch->r;
+        char *ev = nx_srv_native_chunk_json(r, st->s->tok, 0, r->slot_used, text + ch->sent, avail - ch->sent,
+                                            ch->lp_sent, r->n_tokens);
+        ch->lp_sent = r->n_tokens;
+        ch->sent = avail;
         return sse_event(st, ev);
     }
-    while (st->sent < avail) {
-        const char *p = text + st->sent;
-        size_t n = avail - st->sent;
-        if (st->thinking) {
+    while (ch->sent < avail) {
+        const char *p = text + ch->sent;
+        size_t n = avail - ch->sent;
+        if (ch->thinking) {
             const char *tag = NULL;
             for (size_t i = 0; i + sizeof think_end - 1 <= n && !tag; i++)
                 if (memcmp(p + i, think_end, sizeof think_end - 1) == 0) tag = p + i;
             if (tag) {
-                if (tag > p && !sse_event(st, chunk(st, p, (size_t)(tag - p), true, NULL, false)))
+                if (tag > p && !sse_event(st, chunk(st, ch, p, (size_t)(tag - p), true, NULL, false)))
                     return false;
-                st->sent += (size_t)(tag - p) + sizeof think_end - 1;
-                st->thinking = false;
-                st->skip_nl = true;
+                ch->sent += (size_t)(tag - p) + sizeof think_end - 1;
+                ch->thinking = false;
+                ch->skip_nl = true;
                 continue;
             }
             if (!done) n -= tag_prefix_tail(p, n);
-            if (n && !sse_event(st, chunk(st, p, n, true, NULL, false))) return false;
-            st->sent += n;
+            if (n && !sse_event(st, chunk(st, ch, p, n, true, NULL, false))) return false;
+            ch->sent += n;
             return true;
         }
-        if (st->skip_nl) {
-            while (n && *p == '\n') p++, n--, st->sent++;
+        if (ch->skip_nl) {
+            while (n && *p == '\n') p++, n--, ch->sent++;
             if (!n) return true;
-            st->skip_nl = false;
+            ch->skip_nl = false;
         }
-        if (!sse_content(st, p, n, false)) return false;
-        st->sent += n;
+        if (!sse_content(st, ch, p, n, false)) return false;
+        ch->sent += n;
     }
     return true;
 }
 
-/* Produces the next SSE events into st->out; blocks until the engine has something (or the
- * client goes away: the request is cancelled, and the stream ends). */
+static void sse_cancel_all(sse *st) {
+    for (int k = 0; k < st->n; k++) nx_srv_engine_cancel(st->s->engine, st->ch[k].r);
+}
+
+/* With ch->r->mu held: the events of choice ch's newly released text and, when it is done, its
+ * end (the final chunk; an error event ends the whole stream).  *fatal: the stream ends here. */
+static bool sse_choice_events(sse *st, sse_choice *ch, bool *fatal) {
+    nx_srv_req *r = ch->r;
+    const char *model = st->s->p.model_name;
+    *fatal = false;
+    bool ok = sse_text(st, ch, r->text.data, r->safe_len, r->done);
+    if (!ok || !r->done || ch->sent < r->safe_len) return ok;
+    if (r->tools && !r->error[0]) ok = sse_content(st, ch, NULL, 0, true);
+    if (!ok) {
+    } else if (r->error[0]) {
+        ok = sse_event(st, nx_srv_error_json(r->error, r->error_status ? r->error_status : 500));
+        *fatal = true;
+    } else if (st->native) {
+        ok = sse_event(st, print_free(nx_srv_native_result(r, st->s->tok, model, st->s->p.defaults.n_ctx, 0,
+                                                           r->slot_used, st->return_tokens)));
+    } else {
+        ok = sse_event(st, chunk(st, ch, NULL, 0, false, nx_srv_finish_reason(r, ch->scan.n_calls), false));
+    }
+    ch->finished = true;
+    return ok;
+}
+
+/* Produces the next SSE events into st->out; blocks until the engine has something for some
+ * choice (or the client goes away: the requests are cancelled, and the stream ends).  The
+ * choices' chunks interleave in the order their text comes; each carries its "index". */
 static bool sse_refill(sse *st) {
-    nx_srv_req *r = st->r;
     const char *model = st->s->p.model_name;
     if (st->phase == 0) {
         st->phase = 1;
-        return sse_event(st, chunk(st, NULL, 0, false, NULL, true));
+        for (int k = 0; k < st->n; k++)
+            if (!sse_event(st, chunk(st, &st->ch[k], NULL, 0, false, NULL, true))) return false;
+        return true;
     }
-    pthread_mutex_lock(&r->mu);
     const double heartbeat = NX_MIN(15.0, st->s->p.timeout_s / 2.0);
-    while (!r->done && r->safe_len <= st->sent) {
-        if (nx_srv_req_wait_locked(r, POLL_S)) continue;
+    for (;;) {
+        /* every choice with news, in index order */
+        bool any = false, fatal = false, ok = true;
+        int open = -1;
+        for (int k = 0; k < st->n && ok && !fatal; k++) {
+            sse_choice *ch = &st->ch[k];
+            if (ch->finished) continue;
+            pthread_mutex_lock(&ch->r->mu);
+            if (ch->r->done || ch->r->safe_len > ch->sent) {
+                any = true;
+                ok = sse_choice_events(st, ch, &fatal);
+            }
+            pthread_mutex_unlock(&ch->r->mu);
+            if (!ch->finished && open < 0) open = k;
+        }
+        if (!ok) return false;
+        bool all = true;
+        for (int k = 0; k < st->n; k++) all = all && st->ch[k].finished;
+        if (fatal || all) {
+            if (fatal) {
+                sse_cancel_all(st);
+            } else if (!st->native && st->ch[0].r->include_usage) {
+                nx_srv_req *rs[st->n];
+                for (int k = 0; k < st->n; k++) rs[k] = st->ch[k].r;
+                if (!sse_event(st, nx_srv_usage_chunk_json_n((const nx_srv_req *const *)rs, st->n, model))) return false;
+            }
+            nx_err err;
+            if (!st->native && !nx_buf_append(&st->out, "data: [DONE]\n\n", 14, &err)) return false; /* OpenAI's end */
+            st->phase = 2;
+            st->t_out = nx_time_s();
+            return true;
+        }
+        if (any) {
+            st->t_out = nx_time_s();
+            return true;
+        }
+        /* nothing yet: wait on the first open choice (the engine wakes it at every token it
+         * generates; all choices advance in the same engine iterations) */
+        nx_srv_req *r = st->ch[open].r;
+        pthread_mutex_lock(&r->mu);
+        const bool woken = r->done || r->safe_len > st->ch[open].sent || nx_srv_req_wait_locked(r, POLL_S);
         pthread_mutex_unlock(&r->mu);
-        const bool gone = client_gone(st->c);
-        if (gone) nx_srv_engine_cancel(st->s->engine, r);
-        if (!gone && nx_time_s() - st->t_out >= heartbeat) {
+        if (woken) continue;
+        if (client_gone(st->c)) {
+            sse_cancel_all(st);
+            return false;
+        }
+        if (nx_time_s() - st->t_out >= heartbeat) {
             /* nothing to say for a while (waiting in the queue, a long prompt): an SSE comment
              * keeps the connection from looking idle to the server's and to proxies' time-outs */
             st->t_out = nx_time_s();
             nx_err err;
             return nx_buf_append(&st->out, ": keep-alive\n\n", 14, &err);
         }
-        pthread_mutex_lock(&r->mu);
-        if (gone) {
-            pthread_mutex_unlock(&r->mu);
-            return false;
-        }
     }
-    st->t_out = nx_time_s();
-    bool ok = sse_text(st, r->text.data, r->safe_len, r->done);
-    if (ok && r->done && st->sent >= r->safe_len) {
-        if (r->tools && !r->error[0]) ok = sse_content(st, NULL, 0, true);
-        if (!ok) {
-        } else if (r->error[0]) {
-            ok = sse_event(st, nx_srv_error_json(r->error, r->error_status ? r->error_status : 500));
-        } else if (st->native) {
-            ok = sse_event(st, print_free(nx_srv_native_result(r, st->s->tok, model, st->s->p.defaults.n_ctx, 0,
-                                                               r->slot_used, st->return_tokens)));
-        } else {
-            ok = sse_event(st, chunk(st, NULL, 0, false, nx_srv_finish_reason(r, st->scan.n_calls), false));
-            if (ok && r->include_usage) ok = sse_event(st, nx_srv_usage_chunk_json(r, model));
-        }
-        nx_err err;
-        if (!st->native) ok = ok && nx_buf_append(&st->out, "data: [DONE]\n\n", 14, &err); /* OpenAI's end */
-        st->phase = 2;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return ok;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -479,29 +550,29 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 /* Called when the response is done or the client went away: unfinished work is cancelled. */
 static void sse_free(void *cls) {
     sse *st = cls;
-    pthread_mutex_lock(&st->r->mu);
-    const bool done = st->r->done;
-    pthread_mutex_unlock(&st->r->mu);
-    if (!done) nx_srv_engine_cancel(st->s->engine, st->r);
-    nx_srv_req_unref(st->r);
+    for (int k = 0; k < st->n; k++) {
+        nx_srv_req *r = st->ch[k].r;
+        pthread_mutex_lock(&r->mu);
+        const bool done = r->done;
+        pthread_mutex_unlock(&r->mu);
+        if (!done) nx_srv_engine_cancel(st->s->engine, r);
+        nx_buf_free(&st->ch[k].content);
+    }
+    nx_srv_req_unref(st->ch[0].r); /* the others' references are the first choice's */
     nx_buf_free(&st->out);
-    nx_buf_free(&st->content);
+    free(st->ch);
     free(st);
 }
 
 /* ---- generation ----------------------------------------------------------------------------- */
 
-static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, conn *cn, bool chat) {
-    nx_srv_req *r = nx_srv_req_new();
-    if (!r) return reply_error(s, c, cn, 500, "out of memory");
-    nx_err err;
-    int status = 400;
-    bool thinking = false;
-    const char *body = cn->body.data ? cn->body.data : "";
-    pthread_mutex_lock(&s->tok_mu);
-    bool ok = nx_srv_parse_request(body, cn->body.len, chat, &s->p.defaults, s->tok, r, &thinking, &status, &err);
+/* Parses one choice of a completions / chat request (with the tokenizer lock held); tests'
+ * test_force replaces its sampled tokens. */
+static bool parse_choice(nx_server *s, const char *body, size_t len, bool chat, nx_srv_req *r, bool *thinking,
+                         int *status, nx_err *err) {
+    bool ok = nx_srv_parse_request(body, len, chat, &s->p.defaults, s->tok, r, thinking, status, err);
     if (ok && s->p.test_force) { /* tests: the reply is given text (see server.h) */
-        char *forced = s->p.test_force(s->p.test_force_user, body, cn->body.len);
+        char *forced = s->p.test_force(s->p.test_force_user, body, len);
         if (forced) {
             int32_t n = 0;
             nextn_error terr;
@@ -511,10 +582,42 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
                  n > 0;
             r->n_forced = n;
             if (!ok) {
-                status = 500;
-                snprintf(err.msg, sizeof err.msg, "test_force: cannot tokenize the forced text");
+                *status = 500;
+                snprintf(err->msg, sizeof err->msg, "test_force: cannot tokenize the forced text");
             }
             free(forced);
+        }
+    }
+    return ok;
+}
+
+/* POST /v1/completions and /v1/chat/completions.  With "n" > 1 every choice is a request of its
+ * own, parsed from the same body, choice k sampling with seed + k (so it equals an n = 1
+ * request with that seed); the first carries the others and the engine runs them as a group
+ * (srv_engine.h). */
+static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, conn *cn, bool chat) {
+    nx_srv_req *r = nx_srv_req_new();
+    if (!r) return reply_error(s, c, cn, 500, "out of memory");
+    nx_err err;
+    int status = 400;
+    bool thinking = false;
+    const char *body = cn->body.data ? cn->body.data : "";
+    pthread_mutex_lock(&s->tok_mu);
+    bool ok = parse_choice(s, body, cn->body.len, chat, r, &thinking, &status, &err);
+    if (ok && r->n_choices > 1) {
+        r->group = calloc((size_t)r->n_choices - 1, sizeof *r->group);
+        if (!r->group) ok = false, status = 500, snprintf(err.msg, sizeof err.msg, "out of memory");
+        for (int32_t k = 1; ok && k < r->n_choices; k++) {
+            nx_srv_req *g = nx_srv_req_new();
+            bool th = false;
+            if (!g) {
+                ok = false, status = 500, snprintf(err.msg, sizeof err.msg, "out of memory");
+                break;
+            }
+            r->group[r->n_group++] = g;
+            ok = parse_choice(s, body, cn->body.len, chat, g, &th, &status, &err);
+            g->choice = k;
+            g->smp.seed = r->smp.seed + (uint64_t)k; /* docs/server.md "Several choices" */
         }
     }
     pthread_mutex_unlock(&s->tok_mu);
@@ -530,6 +633,14 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
     snprintf(r->id, sizeof r->id, "%s-%llx-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)s->started,
              (unsigned long long)id);
     r->created = (int64_t)time(NULL);
+    const int n = 1 + r->n_group;
+    nx_srv_req *rs[n];
+    rs[0] = r;
+    for (int k = 1; k < n; k++) {
+        rs[k] = r->group[k - 1];
+        memcpy(rs[k]->id, r->id, sizeof r->id);
+        rs[k]->created = r->created;
+    }
     if (!nx_srv_engine_submit(s->engine, r, &err)) {
         nx_srv_req_unref(r);
         return reply_error(s, c, cn, 503, err.msg);
@@ -537,23 +648,19 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
     nx_srv_req_ref(r);
     cn->req = r; /* the log's reference */
     if (r->stream) {
-        sse *st = calloc(1, sizeof *st);
+        sse *st = sse_new(s, c, r, chat && thinking); /* the stream owns our reference now */
         if (!st) {
-            nx_srv_engine_cancel(s->engine, r);
+            for (int k = 0; k < n; k++) nx_srv_engine_cancel(s->engine, rs[k]);
             nx_srv_req_unref(r);
             return reply_error(s, c, cn, 500, "out of memory");
         }
-        st->s = s;
-        st->r = r; /* the stream owns our reference now */
-        st->c = c;
-        st->thinking = chat && thinking;
         st->phase = chat ? 0 : 1;
-        st->t_out = nx_time_s();
         nx_err e;
-        if (r->gen_prefix && !nx_buf_append(&st->content, r->gen_prefix, strlen(r->gen_prefix), &e)) {
-            sse_free(st);
-            return reply_error(s, c, cn, 500, "out of memory");
-        }
+        for (int k = 0; k < n; k++)
+            if (rs[k]->gen_prefix && !nx_buf_append(&st->ch[k].content, rs[k]->gen_prefix, strlen(rs[k]->gen_prefix), &e)) {
+                sse_free(st);
+                return reply_error(s, c, cn, 500, "out of memory");
+            }
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
         if (!resp) {
             sse_free(st);
@@ -566,29 +673,36 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
         MHD_destroy_response(resp);
         return ret;
     }
-    /* wait for the result, watching the client: one that hangs up cancels the request */
-    pthread_mutex_lock(&r->mu);
+    /* wait for every choice, watching the client: one that hangs up cancels them all */
     bool gone = false;
-    double next_check = nx_time_s() + POLL_S;
-    while (!r->done) {
-        nx_srv_req_wait_locked(r, POLL_S); /* woken by every token: look at the clock, not the wake-up */
-        if (gone || r->done || nx_time_s() < next_check) continue;
-        next_check = nx_time_s() + POLL_S;
-        pthread_mutex_unlock(&r->mu);
-        gone = client_gone(c);
-        if (gone) nx_srv_engine_cancel(s->engine, r);
-        pthread_mutex_lock(&r->mu);
+    for (int k = 0; k < n; k++) {
+        pthread_mutex_lock(&rs[k]->mu);
+        double next_check = nx_time_s() + POLL_S;
+        while (!rs[k]->done) {
+            nx_srv_req_wait_locked(rs[k], POLL_S); /* woken by every token: look at the clock, not the wake-up */
+            if (gone || rs[k]->done || nx_time_s() < next_check) continue;
+            next_check = nx_time_s() + POLL_S;
+            pthread_mutex_unlock(&rs[k]->mu);
+            gone = client_gone(c);
+            if (gone)
+                for (int q = 0; q < n; q++) nx_srv_engine_cancel(s->engine, rs[q]);
+            pthread_mutex_lock(&rs[k]->mu);
+        }
+        pthread_mutex_unlock(&rs[k]->mu);
     }
-    pthread_mutex_unlock(&r->mu);
+    const nx_srv_req *failed = NULL;
+    for (int k = 0; k < n && !failed; k++)
+        if (rs[k]->error[0]) failed = rs[k];
     enum MHD_Result ret;
     if (gone) {
         cn->status = 499; /* nobody to answer (nginx's code for it, in the log and /metrics) */
-        snprintf(cn->error, sizeof cn->error, "%s", r->error[0] ? r->error : "client went away");
+        snprintf(cn->error, sizeof cn->error, "%s", failed ? failed->error : "client went away");
         ret = MHD_NO;
-    } else if (r->error[0]) {
-        ret = reply_error(s, c, cn, (unsigned)(r->error_status ? r->error_status : 500), r->error);
+    } else if (failed) {
+        ret = reply_error(s, c, cn, (unsigned)(failed->error_status ? failed->error_status : 500), failed->error);
     } else {
-        ret = reply_json(s, c, cn, 200, nx_srv_response_json(r, s->p.model_name, thinking, s->tok));
+        ret = reply_json(s, c, cn, 200,
+                         nx_srv_response_json_n((const nx_srv_req *const *)rs, n, s->p.model_name, thinking, s->tok));
     }
     nx_srv_req_unref(r);
     return ret;
@@ -708,19 +822,15 @@ static enum MHD_Result handle_native_ex(nx_server *s, struct MHD_Connection *c, 
     nx_srv_req_ref(reqs[0]);
     cn->req = reqs[0]; /* the log's reference */
     if (reqs[0]->stream) {
-        sse *st = calloc(1, sizeof *st);
+        sse *st = sse_new(s, c, reqs[0], false); /* the stream owns our reference now */
         if (!st) {
             nx_srv_engine_cancel(s->engine, reqs[0]);
             nx_srv_req_unref(reqs[0]);
             return reply_error(s, c, cn, 500, "out of memory");
         }
-        st->s = s;
-        st->r = reqs[0]; /* the stream owns our reference now */
-        st->c = c;
         st->phase = 1;
         st->native = true;
         st->return_tokens = return_tokens;
-        st->t_out = nx_time_s();
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
         if (!resp) {
             sse_free(st);

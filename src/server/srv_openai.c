@@ -612,8 +612,18 @@ static bool parse_logprobs(const cJSON *o, nx_srv_api api, nx_srv_req *r, int *s
 bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *d, nextn_tokenizer *tok,
                          nx_srv_req *r, int32_t *max_tokens, int *status, nx_err *err) {
     *status = 400;
+    /* n choices run in n slots at once (srv_engine.h "Several choices"); llama-server's own API
+     * has one choice per prompt */
     int32_t n_choices = 1;
-    bool ok = get_int(o, "n", 1, 1, &n_choices, status, err);
+    const bool openai = api == NX_SRV_COMPLETIONS || api == NX_SRV_CHAT;
+    const int32_t n_max = openai && d->n_slots > 1 ? d->n_slots : 1;
+    bool ok = get_int(o, "n", 1, 1e9, &n_choices, status, err);
+    if (ok && n_choices > n_max)
+        ok = openai ? (*status = 400, nx_fail(err, "'n' is %d; at most %d choices per request here (one per slot: "
+                                                   "server option -np)", n_choices, n_max))
+                    : (*status = 400, nx_fail(err, "'n' must be 1 on %s (several choices: /v1/completions)",
+                                              endpoint_of(api)));
+    r->n_choices = n_choices;
     r->smp = d->smp;
     ok = ok && get_float(o, "temperature", 0, 100, &r->smp.temp, status, err) &&
          get_float(o, "top_p", 0, 1, &r->smp.top_p, status, err) &&
@@ -727,34 +737,50 @@ void nx_srv_split_reasoning(const char *text, size_t len, bool thinking, size_t 
 
 static double ms(double a, double b) { return a > 0 && b >= a ? (b - a) * 1e3 : 0; }
 
-static cJSON *usage_obj(const nx_srv_req *r) {
+/* Usage of a request's choices: the prompt counted once, the completions summed. */
+static cJSON *usage_obj_n(const nx_srv_req *const *rs, int n) {
+    int64_t gen = 0;
+    for (int k = 0; k < n; k++) gen += rs[k]->n_gen;
     cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", r->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
+    cJSON_AddNumberToObject(u, "prompt_tokens", rs[0]->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(rs[0]->n_prompt + gen));
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", r->n_cache);
+    cJSON_AddNumberToObject(d, "cached_tokens", rs[0]->n_cache);
     return u;
 }
 
 /* llama.cpp-style timings: prompt = admission to first token, predicted = the rest; prompt_n
  * counts the prompt tokens decoded, cache_n those reused from the prompt cache; draft_n /
  * draft_n_accepted (speculative mode) as llama-server reports them. */
-cJSON *nx_srv_timings_json(const nx_srv_req *r) {
+cJSON *nx_srv_timings_json(const nx_srv_req *r) { return nx_srv_timings_json_n(&r, 1); }
+
+cJSON *nx_srv_timings_json_n(const nx_srv_req *const *rs, int n) {
+    const nx_srv_req *r = rs[0];
+    int64_t decoded = 0, gen = 0, draft_n = 0, draft_acc = 0;
+    double first = 0, end = 0;
+    for (int k = 0; k < n; k++) {
+        const nx_srv_req *q = rs[k];
+        decoded += q->n_prompt - q->n_cache;
+        gen += q->n_gen;
+        draft_n += q->draft_n;
+        draft_acc += q->draft_accepted;
+        if (q->t_first > 0 && (first == 0 || q->t_first < first)) first = q->t_first;
+        if (q->t_end > end) end = q->t_end;
+    }
     cJSON *t = cJSON_CreateObject();
-    const double pm = ms(r->t_start, r->t_first), gm = ms(r->t_first, r->t_end);
-    const int32_t decoded = r->n_prompt - r->n_cache;
+    const double pm = ms(r->t_start, r->t_first), gm = ms(first, end);
     cJSON_AddNumberToObject(t, "cache_n", r->n_cache);
-    cJSON_AddNumberToObject(t, "prompt_n", decoded);
+    cJSON_AddNumberToObject(t, "prompt_n", (double)decoded);
     cJSON_AddNumberToObject(t, "prompt_ms", pm);
-    cJSON_AddNumberToObject(t, "prompt_per_second", pm > 0 ? decoded / (pm / 1e3) : 0);
-    cJSON_AddNumberToObject(t, "predicted_n", r->n_gen);
+    cJSON_AddNumberToObject(t, "prompt_per_second", pm > 0 ? (double)decoded / (pm / 1e3) : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", (double)gen);
     cJSON_AddNumberToObject(t, "predicted_ms", gm);
-    cJSON_AddNumberToObject(t, "predicted_per_second", gm > 0 && r->n_gen > 1 ? (r->n_gen - 1) / (gm / 1e3) : 0);
+    cJSON_AddNumberToObject(t, "predicted_per_second", gm > 0 && gen > n ? (double)(gen - n) / (gm / 1e3) : 0);
     cJSON_AddNumberToObject(t, "queue_ms", ms(r->t_submit, r->t_start));
-    if (r->draft_n > 0) {
-        cJSON_AddNumberToObject(t, "draft_n", (double)r->draft_n);
-        cJSON_AddNumberToObject(t, "draft_n_accepted", (double)r->draft_accepted);
+    if (draft_n > 0) {
+        cJSON_AddNumberToObject(t, "draft_n", (double)draft_n);
+        cJSON_AddNumberToObject(t, "draft_n_accepted", (double)draft_acc);
     }
     return t;
 }
@@ -788,7 +814,10 @@ static cJSON *str_n(const char *s, size_t n) {
 
 void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]) {
     const char *dash = strchr(r->id, '-');
-    snprintf(out, 64, "call_%s_%d", dash ? dash + 1 : r->id, k);
+    if (r->choice > 0) /* the choices of one request share its id */
+        snprintf(out, 64, "call_%s_%d_%d", dash ? dash + 1 : r->id, (int)r->choice, k);
+    else
+        snprintf(out, 64, "call_%s_%d", dash ? dash + 1 : r->id, k);
 }
 
 const char *nx_srv_finish_reason(const nx_srv_req *r, int n_calls) {
@@ -856,12 +885,10 @@ cJSON *nx_srv_oai_logprobs(const nx_srv_req *r, const nextn_tokenizer *tok, int3
     return lp;
 }
 
-char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking, const nextn_tokenizer *tok) {
-    cJSON *o = envelope(r, model, r->chat ? "chat.completion" : "text_completion");
-    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+/* One entry of "choices" (NULL on out-of-memory). */
+static cJSON *choice_obj(const nx_srv_req *r, bool thinking, const nextn_tokenizer *tok) {
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", r->choice);
     const char *text = r->text.data ? r->text.data : "";
     int n_calls = 0;
     if (r->chat) {
@@ -878,8 +905,8 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
             bool ok = nx_buf_append(&all, pre, strlen(pre), &e) && nx_buf_append(&all, text + co, r->text.len - co, &e) &&
                       nx_srv_tools_parse(r->tools, all.data, all.len, &content, &calls, &n_calls);
             if (!ok) {
-                cJSON_Delete(o);
-                o = NULL;
+                cJSON_Delete(c);
+                c = NULL;
             } else {
                 if (n_calls > 0 && content.len == 0)
                     cJSON_AddNullToObject(m, "content");
@@ -894,7 +921,7 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
             free(calls);
             nx_buf_free(&all);
             nx_buf_free(&content);
-            if (!o) return NULL;
+            if (!c) return NULL;
         } else {
             cJSON_AddItemToObject(m, "content", str_n(text + co, r->text.len - co));
         }
@@ -909,8 +936,27 @@ char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking
         else cJSON_AddNullToObject(c, "logprobs");
     }
     cJSON_AddStringToObject(c, "finish_reason", nx_srv_finish_reason(r, n_calls));
-    cJSON_AddItemToObject(o, "usage", usage_obj(r));
-    cJSON_AddItemToObject(o, "timings", nx_srv_timings_json(r));
+    return c;
+}
+
+char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking, const nextn_tokenizer *tok) {
+    return nx_srv_response_json_n(&r, 1, model, thinking, tok);
+}
+
+char *nx_srv_response_json_n(const nx_srv_req *const *rs, int n, const char *model, bool thinking,
+                             const nextn_tokenizer *tok) {
+    cJSON *o = envelope(rs[0], model, rs[0]->chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    for (int k = 0; k < n; k++) {
+        cJSON *c = choice_obj(rs[k], thinking, tok);
+        if (!c) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        cJSON_AddItemToArray(choices, c);
+    }
+    cJSON_AddItemToObject(o, "usage", usage_obj_n(rs, n));
+    cJSON_AddItemToObject(o, "timings", nx_srv_timings_json_n(rs, n));
     return print_free(o);
 }
 
@@ -920,7 +966,7 @@ char *nx_srv_tool_chunk_json(const nx_srv_req *r, const char *model, int k, cons
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", r->choice);
     cJSON *d = cJSON_AddObjectToObject(c, "delta");
     cJSON *tcs = cJSON_AddArrayToObject(d, "tool_calls");
     cJSON *tc;
@@ -943,7 +989,7 @@ char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", r->choice);
     if (r->chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (role_chunk) {
@@ -967,11 +1013,13 @@ char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text
     return print_free(o);
 }
 
-char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model) {
-    cJSON *o = envelope(r, model, r->chat ? "chat.completion.chunk" : "text_completion");
+char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model) { return nx_srv_usage_chunk_json_n(&r, 1, model); }
+
+char *nx_srv_usage_chunk_json_n(const nx_srv_req *const *rs, int n, const char *model) {
+    cJSON *o = envelope(rs[0], model, rs[0]->chat ? "chat.completion.chunk" : "text_completion");
     cJSON_AddArrayToObject(o, "choices");
-    cJSON_AddItemToObject(o, "usage", usage_obj(r));
-    cJSON_AddItemToObject(o, "timings", nx_srv_timings_json(r)); /* llama-server puts them here too */
+    cJSON_AddItemToObject(o, "usage", usage_obj_n(rs, n));
+    cJSON_AddItemToObject(o, "timings", nx_srv_timings_json_n(rs, n)); /* llama-server puts them here too */
     return print_free(o);
 }
 

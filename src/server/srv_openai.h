@@ -81,12 +81,16 @@ void nx_srv_split_reasoning(const char *text, size_t len, bool thinking, size_t 
 /* Response bodies (malloc'ed JSON text, NULL on out-of-memory).  r is read with r->mu held
  * by the caller or after r->done. */
 char *nx_srv_response_json(const nx_srv_req *r, const char *model, bool thinking, const nextn_tokenizer *tok);
+/* The same for a request's n choices rs[0 .. n) (OpenAI "n"; each choice's "index" is its
+ * r->choice): usage counts the prompt once and sums the completions; timings sum the counts. */
+char *nx_srv_response_json_n(const nx_srv_req *const *rs, int n, const char *model, bool thinking,
+                             const nextn_tokenizer *tok);
 /* The "logprobs" object of a choice for generated tokens [from, to) (NULL when the request did
  * not ask): chat {"content": [{id, token, bytes, logprob, top_logprobs: [...]}]}; completions the
  * same "content" plus OpenAI's legacy tokens / token_logprobs / top_logprobs / text_offset.
  * The numbers: srv_request.h n_probs (docs/server.md "Log-probabilities"). */
 cJSON *nx_srv_oai_logprobs(const nx_srv_req *r, const nextn_tokenizer *tok, int32_t from, int32_t to);
-/* One streamed chunk: text delta (content or reasoning), or the final chunk when
+/* One streamed chunk (its choice "index" is r->choice): text delta (content or reasoning), or the final chunk when
  * finish_reason is non-NULL (empty delta), or the role-only first chunk of a chat stream. */
 char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text, size_t n, bool reasoning,
                         const char *finish_reason, bool role_chunk, cJSON *logprobs /* taken; NULL none */);
@@ -94,15 +98,20 @@ char *nx_srv_chunk_json(const nx_srv_req *r, const char *model, const char *text
  * arguments (arguments false), then its arguments (true). */
 char *nx_srv_tool_chunk_json(const nx_srv_req *r, const char *model, int k, const nx_srv_tool_call *call,
                              bool arguments);
-/* The id of the k-th tool call of a reply. */
+/* The id of the k-th tool call of a reply (unique over the request's choices). */
 void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]);
 /* finish_reason of a finished reply with n_calls tool calls: "tool_calls" where it stopped on
  * its own after calls, else the engine's reason. */
 const char *nx_srv_finish_reason(const nx_srv_req *r, int n_calls);
 /* llama.cpp's "timings" object of a finished request. */
 cJSON *nx_srv_timings_json(const nx_srv_req *r);
+/* ... of a request's n choices: prompt and generated token counts (and drafts) summed, cache_n,
+ * prompt_ms and queue_ms the first choice's, predicted_ms from the first token of any choice to
+ * the last one's end. */
+cJSON *nx_srv_timings_json_n(const nx_srv_req *const *rs, int n);
 /* The usage-only chunk (stream_options.include_usage). */
 char *nx_srv_usage_chunk_json(const nx_srv_req *r, const char *model);
+char *nx_srv_usage_chunk_json_n(const nx_srv_req *const *rs, int n, const char *model);
 /* {"error": {"message": ..., "type": ..., "code": status}} */
 char *nx_srv_error_json(const char *message, int status);
 /* GET /v1/models */

@@ -73,6 +73,8 @@ void nx_srv_req_unref(nx_srv_req *r) {
     const int left = --r->refs;
     pthread_mutex_unlock(&r->mu);
     if (left > 0) return;
+    for (int32_t k = 0; k < r->n_group; k++) nx_srv_req_unref(r->group[k]);
+    free(r->group);
     free(r->prompt);
     free(r->forced);
     free(r->gen_prefix);

@@ -40,7 +40,15 @@ typedef struct nx_srv_req {
     nextn_logit_bias *logit_bias; /* owned; smp.logit_bias points here (smp.n_logit_bias entries) */
     int32_t n_probs;            /* -1: no log-probabilities; else each generated token's, with this
                                  * many (<= NEXTN_MAX_TOP_LOGPROBS) most likely alternatives */
-    char id[48];                /* "cmpl-..." / "chatcmpl-..." */
+    char id[48];                /* "cmpl-..." / "chatcmpl-..." (the same for every choice of a request) */
+    int32_t n_choices;          /* OpenAI "n": choices asked for (1 ..the slot count) */
+    int32_t choice;             /* its index among the request's choices (OpenAI "n"); 0 for the first */
+    /* OpenAI "n" > 1: the first choice carries the others (own references; each parsed from the
+     * same body, seed + k) and is queued alone; the engine admits them as a group (all n slots
+     * at once), decodes the prompt once in the first choice's slot and copies its state into
+     * the others' (srv_engine.h "Several choices") */
+    struct nx_srv_req **group;
+    int32_t n_group;
     int64_t created;            /* unix seconds */
     /* tool calls in the output (chat; see srv_tools.h): NULL = the text is plain content */
     nx_srv_tools *tools;

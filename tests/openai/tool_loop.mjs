@@ -19,7 +19,7 @@ const model = "demo";
 let failed = 0;
 async function check(name, fn) {
   try { await fn(); console.log(`ok: ${name}`); }
-  catch (e) { console.log(`FAIL: ${name} -- ${String(e?.message ?? e).slice(0, 800)}`); failed = 1; }
+  catch (e) { console.log(`FAIL: ${name} -- ${String(e?.stack ?? e).slice(0, 1500)}`); failed = 1; }
 }
 
 const weatherTool = {
@@ -134,6 +134,36 @@ for (const stream of [false, true]) {
     assert.deepEqual(JSON.parse(c.message.tool_calls[0].function.arguments), { city: "Paris", days: 2 });
   });
 }
+
+await check("n=2: every choice has its tool call (its own id), finish_reason tool_calls; streamed per index", async () => {
+  const body = { model, messages: ask, tools: [weatherTool], n: 2 };
+  const r = await client.chat.completions.create(body);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, "tool_calls");
+    assert.equal(c.message.tool_calls.length, 1);
+    assert.deepEqual(JSON.parse(c.message.tool_calls[0].function.arguments), { city: "Paris", days: 2 });
+  }
+  assert.notEqual(r.choices[0].message.tool_calls[0].id, r.choices[1].message.tool_calls[0].id);
+  const s = await client.chat.completions.create({ ...body, stream: true });
+  const calls = [[], []], fin = [null, null];
+  for await (const ch of s)
+    for (const x of ch.choices) {
+      for (const tc of x.delta?.tool_calls ?? []) {
+        if (tc.id) calls[x.index].push({ id: tc.id, name: tc.function.name, args: "" });
+        if (tc.function?.arguments) calls[x.index][tc.index].args += tc.function.arguments;
+      }
+      if (x.finish_reason) fin[x.index] = x.finish_reason;
+    }
+  assert.deepEqual(fin, ["tool_calls", "tool_calls"]);
+  assert.notEqual(calls[0][0]?.id, calls[1][0]?.id);
+  for (let k = 0; k < 2; k++) {
+    assert.equal(calls[k].length, 1);
+    assert.match(calls[k][0].id, /^call_/);
+    assert.equal(calls[k][0].name, "get_weather");
+    assert.deepEqual(JSON.parse(calls[k][0].args), { city: "Paris", days: 2 });
+  }
+});
 
 await check("tool_choice none: no tool_calls, the text stays content", async () => {
   const r = await client.chat.completions.create({ model, messages: ask, tools: [weatherTool], tool_choice: "none",
