@@ -156,7 +156,7 @@ const bad = [
   ["body not an object", "[1, 2]", 400, /JSON object/],
   ["missing prompt", {}, 400, /missing 'prompt'/],
   ["max_tokens 0", { prompt: "x", max_tokens: 0 }, 400, /max_tokens/],
-  ["n = 2", { prompt: "x", n: 2 }, 400, /'n'/],
+  ["n above the slot count (-np 3)", { prompt: "x", n: 4 }, 400, /'n' is 4; at most 3 choices/],
   ["temperature not a number", { prompt: "x", temperature: "hot" }, 400, /'temperature' must be a number/],
   ["token id out of range", { prompt: [1, 99999999] }, 400, /not a token id/],
   ["prompt longer than a slot", { prompt: "ab ".repeat(2000) }, 400, /a slot holds 512/],
