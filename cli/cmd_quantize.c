@@ -9,6 +9,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "nextn_internal.h"
+#include "convert/imatrix.h"
 #include "convert/quantize.h"
 
 #define CMD "quantize"
@@ -21,19 +22,23 @@ int cmd_quantize(int argc, char **argv) {
     nx_arg_list ov_list = {ov_arg, 0, MAX_OV, false};
     static nx_quant_override ov[MAX_OV];
     int32_t threads = 0;
+    const char *imatrix_path = NULL;
     nx_err err;
     bool force = false, quiet = false;
     nx_arg args[] = {
         {"--tensor-type", NULL, NX_ARG_LIST, &ov_list, "PATTERN=T",
          "tensors matching PATTERN (extended regex) get type T (repeatable; first match)", 0, 0, NULL, false},
+        {"--imatrix", NULL, NX_ARG_STRING, &imatrix_path, "FILE",
+         "importance matrix (llama-imatrix's GGUF or legacy .dat) for the quantisers", 0, 0, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--force", NULL, NX_ARG_FLAG, &force, NULL, "replace an existing OUT.gguf", 0, 0, NULL, false},
         {"--quiet", "-q", NX_ARG_FLAG, &quiet, NULL, "no progress line (it is shown only when stderr is a terminal)", 0, 0, NULL, false},
     };
     char synopsis[1024];
     snprintf(synopsis, sizeof synopsis,
-             "IN.gguf OUT.gguf TYPE [--tensor-type PATTERN=T]... [-t N] [--force] [-q]\n\n"
-             "Re-quantises a GGUF with llama.cpp's per-tensor rules (llama-quantize without imatrix).\n"
+             "IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=T]... [-t N] [--force] [-q]\n\n"
+             "Re-quantises a GGUF with llama.cpp's per-tensor rules, byte for byte as llama-quantize\n"
+             "(with --imatrix as llama-quantize --imatrix).\n"
              "TYPE: %s\n"
              "(q4_k_m: q4_K, with q6_K for the head and for attn_v/attn_qkv/ffn_down on llama.cpp's\n"
              "\"more bits\" layers; docs/convert.md lists every mix's rules).  --tensor-type works as\n"
@@ -53,12 +58,16 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "nextn quantize: %s exists (use --force to replace it)\n", pos[1]);
         return 1;
     }
+    nx_imatrix *im = NULL;
+    if (imatrix_path && !nx_imatrix_load(imatrix_path, &im, &err)) { nx_cli_report("quantize", err.msg, NULL); return 1; }
     nx_pool *pool = nx_pool_create(threads, &err);
-    if (!pool) { nx_cli_report("quantize", err.msg, NULL); return 1; }
+    if (!pool) { nx_imatrix_free(im); nx_cli_report("quantize", err.msg, NULL); return 1; }
     nx_cli_progress p;
     nx_cli_progress_init(&p, "quantize", "tensor", "MB", quiet);
-    bool ok = nx_quantize_file_ov(pos[0], pos[1], mix, ov, n_ov, pool, nx_cli_progress_tool, &p, &err);
+    nx_quant_opts opts = {ov, n_ov, im, imatrix_path};
+    bool ok = nx_quantize_file_ex(pos[0], pos[1], mix, &opts, pool, nx_cli_progress_tool, &p, &err);
     nx_pool_free(pool);
+    nx_imatrix_free(im);
     nx_cli_progress_end(&p);
     if (!ok) { nx_cli_report("quantize", err.msg, NULL); return 1; }
     if (!quiet) fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);

@@ -80,7 +80,8 @@ typedef enum {
     WHEN_GQA4,               /* gqa >= 4 */
     WHEN_ATTN_V_FIRST2,      /* the first two attn_v tensors */
     WHEN_FFN_DOWN_FIRST16,   /* ffn_down layer i < n / 16 */
-    WHEN_FFN_DOWN_FIRST8,    /* ffn_down layer i < n / 8 (llama.cpp: without an importance matrix) */
+    WHEN_FFN_DOWN_FIRST8,    /* ffn_down layer i < n / 8, without an importance matrix */
+    WHEN_FFN_DOWN_FIRST8_IM, /* ffn_down layer i < n / 8, with an importance matrix */
 } qwhen;
 static const struct {
     const char *mix;        /* NULL = any mix */
@@ -114,6 +115,8 @@ static const struct {
     {"q3_k_l", CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q5_K},
     {"iq4_nl", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8,    NX_TYPE_Q5_K},
     {"iq4_xs", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8,    NX_TYPE_Q5_K},
+    {"q4_0",   CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_IM, NX_TYPE_Q4_1},
+    {"q5_0",   CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_IM, NX_TYPE_Q5_1},
     {"q4_k_m", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
     {"q2_k",   CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
     {"q3_k_s", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
@@ -200,7 +203,8 @@ uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint6
             case WHEN_GQA4: on = s->n_gqa >= 4; break;
             case WHEN_ATTN_V_FIRST2: on = s->i_attn_v < 2; break;
             case WHEN_FFN_DOWN_FIRST16: on = i_down < s->n_ffn_down / 16; break;
-            case WHEN_FFN_DOWN_FIRST8: on = i_down < s->n_ffn_down / 8; break;
+            case WHEN_FFN_DOWN_FIRST8: on = !s->has_imatrix && i_down < s->n_ffn_down / 8; break;
+            case WHEN_FFN_DOWN_FIRST8_IM: on = s->has_imatrix && i_down < s->n_ffn_down / 8; break;
             }
             if (on) t = bumps[i].type;
         }
@@ -226,6 +230,7 @@ typedef struct qtensor {
     uint32_t n_dims;
     uint64_t rows;
     struct qjob *job;
+    const float *imatrix;     /* importance weights: ne[0] per matrix (ne[2] matrices), or NULL */
 } qtensor;
 
 static int cmp_qtensor(const void *a, const void *b) {
@@ -267,13 +272,16 @@ static void convert_rows(void *ctx, int ith, int nth) {
     uint64_t r0 = t->rows * (uint64_t)ith / (uint64_t)nth, r1 = t->rows * (uint64_t)(ith + 1) / (uint64_t)nth;
     float *row = j->scratch + (size_t)ith * j->max_cols;
     const uint64_t n = t->src->ne[0];
+    const uint64_t rows_per_mat = t->src->ne[1];
     for (uint64_t r = r0; r < r1; r++) {
         const uint8_t *src = (const uint8_t *)t->src->data + r * j->src_row_bytes;
         uint8_t *dst = (uint8_t *)j->dst + r * j->dst_row_bytes;
         /* the converter's SIMD kernels where they apply (bit-identical to the reference) */
         if (t->src->type == NX_TYPE_F16) j->f16_to_f32(src, row, n);
         else from->to_float(src, row, (int64_t)n);
-        if (t->type == NX_TYPE_Q8_0) j->q8_0(row, dst, n);
+        if (t->imatrix && to->from_float_w) /* matrix r / ne[1] of a 3-D tensor: its own weights */
+            to->from_float_w(row, dst, (int64_t)n, t->imatrix + (r / rows_per_mat % t->src->ne[2]) * n);
+        else if (t->type == NX_TYPE_Q8_0) j->q8_0(row, dst, n);
         else to->from_float(row, dst, (int64_t)n);
     }
 }
@@ -306,8 +314,8 @@ static bool fill(void *user, void *dst, uint64_t nbytes, nx_err *err) {
 }
 
 static bool quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix,
-                          const nx_quant_override *overrides, const regex_t *override_re, size_t n_overrides,
-                          nx_pool *pool, nx_progress_fn progress, void *progress_user, nx_err *err);
+                          const nx_quant_opts *opts, const regex_t *override_re, nx_pool *pool,
+                          nx_progress_fn progress, void *progress_user, nx_err *err);
 
 /* <arch>.attention.<key>: a u32, or the first element of a per-layer array; 0 if absent. */
 static bool head_count(const nx_gguf *g, nx_str arch, const char *key, uint32_t *out, nx_err *err) {
@@ -356,6 +364,16 @@ bool nx_quant_override_parse(const char *arg, nx_quant_override *out, nx_err *er
 bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                          const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
                          nx_progress_fn progress, void *progress_user, nx_err *err) {
+    nx_quant_opts o = {overrides, n_overrides, NULL, NULL};
+    return nx_quantize_file_ex(in_path, out_path, mix, &o, pool, progress, progress_user, err);
+}
+
+bool nx_quantize_file_ex(const char *in_path, const char *out_path, const nx_quant_mix *mix,
+                         const nx_quant_opts *opts, nx_pool *pool, nx_progress_fn progress, void *progress_user,
+                         nx_err *err) {
+    const nx_quant_override *overrides = opts->overrides;
+    const size_t n_overrides = opts->n_overrides;
+    if (opts->imatrix && !opts->imatrix_path) return nx_fail(err, "imatrix given without its file name");
     regex_t *re = n_overrides ? nx_calloc(n_overrides, sizeof *re, "tensor type patterns", err) : NULL;
     if (n_overrides && !re) return false;
     size_t n_re = 0;
@@ -365,15 +383,16 @@ bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_qua
             free(re);
             return nx_fail(err, "tensor type pattern '%s' does not compile", overrides[n_re].pattern);
         }
-    bool ok = quantize_file(in_path, out_path, mix, overrides, re, n_overrides, pool, progress, progress_user, err);
+    bool ok = quantize_file(in_path, out_path, mix, opts, re, pool, progress, progress_user, err);
     for (size_t i = 0; i < n_re; i++) regfree(&re[i]);
     free(re);
     return ok;
 }
 
 static bool quantize_file(const char *in_path, const char *out_path, const nx_quant_mix *mix,
-                          const nx_quant_override *overrides, const regex_t *override_re, size_t n_overrides,
-                          nx_pool *pool, nx_progress_fn progress, void *progress_user, nx_err *err) {
+                          const nx_quant_opts *opts, const regex_t *override_re, nx_pool *pool,
+                          nx_progress_fn progress, void *progress_user, nx_err *err) {
+    const nx_imatrix *im = opts->imatrix;
     nx_gguf *g = NULL;
     if (!nx_gguf_open(&g, in_path, err)) return false;
     qtensor *ts = nx_calloc(g->n_tensors ? g->n_tensors : 1, sizeof *ts, "tensor list", err);
@@ -426,9 +445,10 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
     if (ok) nx_qstate_init(&qs, mix, names, g->n_tensors, block_count);
     qs.n_expert = (int)n_expert;
     qs.n_gqa = n_gqa;
-    qs.overrides = overrides;
+    qs.overrides = opts->overrides;
     qs.override_re = override_re;
-    qs.n_overrides = n_overrides;
+    qs.n_overrides = opts->n_overrides;
+    qs.has_imatrix = im != NULL;
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ts[i].type = nx_qstate_choose(&qs, ts[i].name, ts[i].n_dims, ts[i].src->ne[0], ts[i].src->type);
         if (ts[i].type == NX_QTYPE_NONE) {
@@ -441,6 +461,17 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
         const nx_type_traits *to = nx_type_get(ts[i].type);
         if (ts[i].type != ts[i].src->type && (!to || !to->from_float))
             ok = nx_fail(err, "tensor '%s': no quantiser for type %s", ts[i].name, nx_type_name(ts[i].type));
+        /* importance weights of a tensor that changes type (llama-quantize: ne[0] x ne[2] values;
+         * another size is an error, except for token_embd, which then goes without) */
+        const nx_imatrix_entry *e = ok && im && ts[i].type != ts[i].src->type ? nx_imatrix_find(im, ts[i].name) : NULL;
+        if (e) {
+            const uint64_t want = ts[i].src->ne[0] * ts[i].src->ne[2];
+            if (e->n == want) ts[i].imatrix = e->values;
+            else if (strcmp(ts[i].name, "token_embd.weight"))
+                ok = nx_fail(err, "%s: entry '%s' has %llu values, the tensor needs %llu (%llu columns x %llu matrices)",
+                             opts->imatrix_path, ts[i].name, (unsigned long long)e->n, (unsigned long long)want,
+                             (unsigned long long)ts[i].src->ne[0], (unsigned long long)ts[i].src->ne[2]);
+        }
     }
     int nth = pool ? nx_pool_size(pool) : 1;
     if (ok) {
@@ -457,17 +488,33 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
     if (ok) ok = (w = nx_gguf_writer_new(err)) != NULL;
     /* metadata in input order, except that general.quantization_version and general.file_type
      * move to the end in that order (ggml's gguf_set_val_* removes an existing key and appends
-     * it); split keys are dropped (one output file) */
+     * it); split keys are dropped (one output file); with an importance matrix, llama-quantize's
+     * quantize.imatrix.* keys follow (file and dataset names cut to 127 bytes, as it does) */
+    char im_file[128] = "", im_dataset[128] = "";
+    if (im) {
+        snprintf(im_file, sizeof im_file, "%s", opts->imatrix_path);
+        if (im->dataset) snprintf(im_dataset, sizeof im_dataset, "%s", im->dataset);
+    }
     for (uint64_t i = 0; ok && i < g->n_kv; i++) {
         const nx_gguf_kv *kv = &g->kv[i];
         if (nx_str_eq(kv->key, "general.quantization_version") || nx_str_eq(kv->key, "general.file_type") ||
             nx_str_eq(kv->key, "split.no") || nx_str_eq(kv->key, "split.count") ||
             nx_str_eq(kv->key, "split.tensors.count"))
             continue;
+        if (im && (nx_str_eq(kv->key, "quantize.imatrix.file") || nx_str_eq(kv->key, "quantize.imatrix.entries_count") ||
+                   (im->dataset && nx_str_eq(kv->key, "quantize.imatrix.dataset")) ||
+                   (im->chunk_count > 0 && nx_str_eq(kv->key, "quantize.imatrix.chunks_count"))))
+            continue;
         ok = nx_gguf_add_kv_copy(w, kv, err);
     }
     ok = ok && nx_gguf_add_u32(w, "general.quantization_version", 2, err);
     ok = ok && nx_gguf_add_u32(w, "general.file_type", mix->ftype, err);
+    if (im) {
+        ok = ok && nx_gguf_add_str(w, "quantize.imatrix.file", im_file, err);
+        if (im->dataset) ok = ok && nx_gguf_add_str(w, "quantize.imatrix.dataset", im_dataset, err);
+        ok = ok && nx_gguf_add_u32(w, "quantize.imatrix.entries_count", (uint32_t)im->n_entries, err);
+        if (im->chunk_count > 0) ok = ok && nx_gguf_add_u32(w, "quantize.imatrix.chunks_count", (uint32_t)im->chunk_count, err);
+    }
     for (uint64_t i = 0; ok && i < g->n_tensors; i++)
         ok = nx_gguf_add_tensor_fn(w, ts[i].name, ts[i].type, ts[i].n_dims, ts[i].src->ne, fill, &ts[i], err);
     ok = ok && nx_gguf_writer_write(w, out_path, err);

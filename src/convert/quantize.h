@@ -27,6 +27,7 @@
 #include <regex.h>
 
 #include "nextn_internal.h"
+#include "convert/imatrix.h"
 
 typedef struct nx_quant_mix {
     const char *name;      /* "q4_k_m" (case-insensitive on input) */
@@ -59,6 +60,24 @@ bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_qua
                          const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
                          nx_progress_fn progress, void *progress_user, nx_err *err);
 
+/* All options.  imatrix (may be NULL): importance weights (imatrix.h) for the tensors that
+ * change type, passed to the types' importance-aware quantisers (quant.h from_float_w) as
+ * llama-quantize --imatrix does: per matrix of a 3-D expert tensor its own row of ne[0]
+ * weights; a tensor without an entry is quantised without; an entry of another size than
+ * ne[0] x ne[2] is an error (token_embd.weight: ignored).  It also changes two rules: iq4_nl /
+ * iq4_xs keep ffn_down of the first n/8 layers in their type (q5_K without), q4_0 / q5_0 put
+ * it in q4_1 / q5_1.  imatrix_path is recorded in quantize.imatrix.file, with the dataset
+ * name, the entry count and the chunk count (quantize.imatrix.*), as llama-quantize does. */
+typedef struct nx_quant_opts {
+    const nx_quant_override *overrides;
+    size_t n_overrides;
+    const struct nx_imatrix *imatrix;
+    const char *imatrix_path;
+} nx_quant_opts;
+bool nx_quantize_file_ex(const char *in_path, const char *out_path, const nx_quant_mix *mix,
+                         const nx_quant_opts *opts, nx_pool *pool, nx_progress_fn progress, void *progress_user,
+                         nx_err *err);
+
 /* The type-selection state and rule, exposed for tests: call nx_qstate_init with all tensor
  * names (in processing order), then nx_qstate_choose for each in the same order. */
 typedef struct nx_qstate {
@@ -71,6 +90,7 @@ typedef struct nx_qstate {
     const nx_quant_override *overrides; /* set after init (none by default) */
     const regex_t *override_re;         /* their compiled patterns */
     size_t n_overrides;
+    bool has_imatrix;                   /* set after init: the imatrix rules apply */
 } nx_qstate;
 
 void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count);

@@ -57,7 +57,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q4_0] = {
         .name = "q4_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q4_0), .is_quantized = true,
-        .to_float = nx_to_float_q4_0, .from_float = nx_from_float_q4_0,
+        .to_float = nx_to_float_q4_0, .from_float = nx_from_float_q4_0, .from_float_w = nx_from_float_w_q4_0,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q4_0_scalar,
@@ -69,7 +69,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q4_1] = {
         .name = "q4_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q4_1), .is_quantized = true,
-        .to_float = nx_to_float_q4_1, .from_float = nx_from_float_q4_1,
+        .to_float = nx_to_float_q4_1, .from_float = nx_from_float_q4_1, .from_float_w = nx_from_float_w_q4_1,
         .vec_dot_type = NX_TYPE_Q8_1,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q4_1_scalar,
@@ -81,7 +81,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q5_0] = {
         .name = "q5_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q5_0), .is_quantized = true,
-        .to_float = nx_to_float_q5_0, .from_float = nx_from_float_q5_0,
+        .to_float = nx_to_float_q5_0, .from_float = nx_from_float_q5_0, .from_float_w = nx_from_float_w_q5_0,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q5_0_scalar,
@@ -93,7 +93,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q5_1] = {
         .name = "q5_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q5_1), .is_quantized = true,
-        .to_float = nx_to_float_q5_1, .from_float = nx_from_float_q5_1,
+        .to_float = nx_to_float_q5_1, .from_float = nx_from_float_q5_1, .from_float_w = nx_from_float_w_q5_1,
         .vec_dot_type = NX_TYPE_Q8_1,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q5_1_scalar,
@@ -125,7 +125,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q4_K] = {
         .name = "q4_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q4_K), .is_quantized = true,
-        .to_float = nx_to_float_q4_K, .from_float = nx_from_float_q4_K,
+        .to_float = nx_to_float_q4_K, .from_float = nx_from_float_q4_K, .from_float_w = nx_from_float_w_q4_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q4_K_scalar,
@@ -143,7 +143,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q5_K] = {
         .name = "q5_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q5_K), .is_quantized = true,
-        .to_float = nx_to_float_q5_K, .from_float = nx_from_float_q5_K,
+        .to_float = nx_to_float_q5_K, .from_float = nx_from_float_q5_K, .from_float_w = nx_from_float_w_q5_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q5_K_scalar,
@@ -161,7 +161,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q6_K] = {
         .name = "q6_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q6_K), .is_quantized = true,
-        .to_float = nx_to_float_q6_K, .from_float = nx_from_float_q6_K,
+        .to_float = nx_to_float_q6_K, .from_float = nx_from_float_q6_K, .from_float_w = nx_from_float_w_q6_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q6_K_scalar,
@@ -190,7 +190,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q2_K] = {
         .name = "q2_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q2_K), .is_quantized = true,
-        .to_float = nx_to_float_q2_K, .from_float = nx_from_float_q2_K,
+        .to_float = nx_to_float_q2_K, .from_float = nx_from_float_q2_K, .from_float_w = nx_from_float_w_q2_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q2_K_scalar,
@@ -205,7 +205,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_Q3_K] = {
         .name = "q3_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q3_K), .is_quantized = true,
-        .to_float = nx_to_float_q3_K, .from_float = nx_from_float_q3_K,
+        .to_float = nx_to_float_q3_K, .from_float = nx_from_float_q3_K, .from_float_w = nx_from_float_w_q3_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_q3_K_scalar,
@@ -220,7 +220,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_IQ4_NL] = {
         .name = "iq4_nl", .block_size = NX_QK, .type_size = sizeof(nx_block_iq4_nl), .is_quantized = true,
-        .to_float = nx_to_float_iq4_nl, .from_float = nx_from_float_iq4_nl,
+        .to_float = nx_to_float_iq4_nl, .from_float = nx_from_float_iq4_nl, .from_float_w = nx_from_float_w_iq4_nl,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_iq4_nl_scalar,
@@ -232,7 +232,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     [NX_TYPE_IQ4_XS] = {
         .name = "iq4_xs", .block_size = NX_QK_K, .type_size = sizeof(nx_block_iq4_xs), .is_quantized = true,
-        .to_float = nx_to_float_iq4_xs, .from_float = nx_from_float_iq4_xs,
+        .to_float = nx_to_float_iq4_xs, .from_float = nx_from_float_iq4_xs, .from_float_w = nx_from_float_w_iq4_xs,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
             [NX_ISA_SCALAR] = nx_dot_iq4_xs_scalar,

@@ -33,6 +33,9 @@ typedef void (*nx_vec_dot_fn)(int64_t n, float *out, const void *w_row,
                               const void *x, size_t x_stride_bytes, int nrows);
 typedef void (*nx_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*nx_from_float_fn)(const float *src, void *dst, int64_t n);
+/* Quantises ONE row of n elements with per-column importance weights qw[n] (>= 0; an
+ * importance matrix's mean squared activations), as GGUF model files are made with an imatrix. */
+typedef void (*nx_from_float_w_fn)(const float *src, void *dst, int64_t n, const float *qw);
 typedef size_t (*nx_row_bytes_fn)(int64_t n);
 
 /* A kernel on "prepared" activations: some SIMD kernels run faster when the activation rows
@@ -56,6 +59,9 @@ typedef struct nx_type_traits {
     bool is_quantized;
     nx_to_float_fn to_float;     /* exact dequantisation */
     nx_from_float_fn from_float; /* reference quantiser (also used for activations) */
+    /* the model-file quantiser with an importance matrix (quant_convert_imatrix.c); NULL: the
+     * format ignores importance weights (from_float is used) */
+    nx_from_float_w_fn from_float_w;
     nx_type vec_dot_type;        /* format the activation row must be in for vec_dot */
     nx_vec_dot_fn vec_dot[NX_ISA_COUNT]; /* NULL entries fall back to the next lower ISA */
     nx_prepared_dot prepared[NX_ISA_COUNT]; /* optional; preferred over vec_dot at the same ISA */

@@ -221,11 +221,12 @@ static inline int iq4_index(float v) {
 
 #define IQ4_NTRY 7
 
-/* The scale search of one sub-block of 32 (weights x^2): start at d = max / -127 and try the
+/* The scale search of one sub-block of 32 (error weights w: x^2 without an importance matrix):
+ * start at d = max / -127 and try the
  * 2 * IQ4_NTRY + 1 grids (itry - 127) / max, keeping the weighted least-squares scale with the
  * largest sumqx^2 / sumq2.  L receives the codes of the starting grid.  Returns the scale (0 for
  * an all-(near-)zero sub-block, whose codes are left as they were). */
-static float iq4_fit(const float *xb, uint8_t *L) {
+static float iq4_fit(const float *xb, const float *w, uint8_t *L) {
     float amax = 0, max = 0;
     for (int j = 0; j < 32; j++) {
         const float ax = fabsf(xb[j]);
@@ -242,9 +243,9 @@ static float iq4_fit(const float *xb, uint8_t *L) {
     for (int j = 0; j < 32; j++) {
         const int l = iq4_index(id * xb[j]);
         L[j] = (uint8_t)l;
-        const float q = nx_iq4nl_values[l], w = xb[j] * xb[j];
-        sumqx += w * q * xb[j];
-        sumq2 += w * q * q;
+        const float q = nx_iq4nl_values[l];
+        sumqx += w[j] * q * xb[j];
+        sumq2 += w[j] * q * q;
     }
     d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
     float best = d * sumqx;
@@ -252,9 +253,9 @@ static float iq4_fit(const float *xb, uint8_t *L) {
         id = (float)(itry + nx_iq4nl_values[0]) / max;
         sumqx = sumq2 = 0;
         for (int j = 0; j < 32; j++) {
-            const float q = nx_iq4nl_values[iq4_index(id * xb[j])], w = xb[j] * xb[j];
-            sumqx += w * q * xb[j];
-            sumq2 += w * q * q;
+            const float q = nx_iq4nl_values[iq4_index(id * xb[j])];
+            sumqx += w[j] * q * xb[j];
+            sumq2 += w[j] * q * q;
         }
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             d = sumqx / sumq2;
@@ -268,18 +269,37 @@ static void iq4_pack(const uint8_t *L, uint8_t *qs) {
     for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(L[j] | (L[16 + j] << 4));
 }
 
-void nx_from_float_iq4_nl(const float *src, void *dst, int64_t n) {
+/* Error weights of a sub-block of 32 of a super-block x of `size` elements: x^2 without an
+ * importance matrix, qw * sqrt(sigma2 + x^2) with one (sigma2 = 2 mean(x^2) over the super-block). */
+static void iq4_weights(const float *x, int size, const float *qw, int ib, float *w) {
+    const float *xb = x + 32 * ib;
+    if (!qw) {
+        for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
+        return;
+    }
+    float sigma2 = 0;
+    for (int j = 0; j < size; j++) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / (float)size;
+    for (int j = 0; j < 32; j++) w[j] = qw[32 * ib + j] * sqrtf(sigma2 + xb[j] * xb[j]);
+}
+
+static void iq4_nl_row(const float *src, void *dst, int64_t n, const float *qw) {
     nx_block_iq4_nl *y = dst;
     uint8_t L[32] = {0}; /* carried across blocks like the reference's (always rewritten below) */
+    float w[32];
     for (int64_t i = 0; i < n / NX_QK; i++) {
         const float *x = src + i * NX_QK;
-        const float d = iq4_fit(x, L);
+        iq4_weights(x, NX_QK, qw ? qw + i * NX_QK : NULL, 0, w);
+        const float d = iq4_fit(x, w, L);
         y[i].d = nx_f32_to_f16(d);
         const float id = d ? 1 / d : 0;
         for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4_index(id * x[j]);
         iq4_pack(L, y[i].qs);
     }
 }
+
+void nx_from_float_iq4_nl(const float *src, void *dst, int64_t n) { iq4_nl_row(src, dst, n, NULL); }
+void nx_from_float_w_iq4_nl(const float *src, void *dst, int64_t n, const float *qw) { iq4_nl_row(src, dst, n, qw); }
 
 void nx_to_float_iq4_nl(const void *src, float *dst, int64_t n) {
     const nx_block_iq4_nl *x = src;
@@ -293,15 +313,16 @@ void nx_to_float_iq4_nl(const void *src, float *dst, int64_t n) {
     }
 }
 
-void nx_from_float_iq4_xs(const float *src, void *dst, int64_t n) {
+static void iq4_xs_row(const float *src, void *dst, int64_t n, const float *qw) {
     nx_block_iq4_xs *y = dst;
     uint8_t L[32];
-    float scales[8];
+    float scales[8], w[32];
     for (int64_t i = 0; i < n / NX_QK_K; i++) {
         const float *x = src + i * NX_QK_K;
         float max_scale = 0, amax_scale = 0;
         for (int ib = 0; ib < 8; ib++) {
-            scales[ib] = iq4_fit(x + 32 * ib, L);
+            iq4_weights(x, NX_QK_K, qw ? qw + i * NX_QK_K : NULL, ib, w);
+            scales[ib] = iq4_fit(x + 32 * ib, w, L);
             const float a = fabsf(scales[ib]);
             if (a > amax_scale) {
                 amax_scale = a;
@@ -325,6 +346,9 @@ void nx_from_float_iq4_xs(const float *src, void *dst, int64_t n) {
         }
     }
 }
+
+void nx_from_float_iq4_xs(const float *src, void *dst, int64_t n) { iq4_xs_row(src, dst, n, NULL); }
+void nx_from_float_w_iq4_xs(const float *src, void *dst, int64_t n, const float *qw) { iq4_xs_row(src, dst, n, qw); }
 
 /* The 6-bit scale of sub-block ib of an iq4_xs block (value ls - 32). */
 static inline int iq4_xs_ls(const nx_block_iq4_xs *b, int ib) {

@@ -45,6 +45,18 @@ void nx_from_float_iq4_nl(const float *src, void *dst, int64_t n);
 void nx_to_float_iq4_xs(const void *src, float *dst, int64_t n);
 void nx_from_float_iq4_xs(const float *src, void *dst, int64_t n);
 /* the weighted scale/min search of the asymmetric K formats (quant_convert.c) */
+/* with an importance matrix, one row (quant_convert_imatrix.c, iq4_* in quant_convert_lowbit.c) */
+void nx_from_float_w_q4_0(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q4_1(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q5_0(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q5_1(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q2_K(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q3_K(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q4_K(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q5_K(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_q6_K(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_iq4_nl(const float *src, void *dst, int64_t n, const float *qw);
+void nx_from_float_w_iq4_xs(const float *src, void *dst, int64_t n, const float *qw);
 float nx_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *aux,
                        float rmin, float rdelta, int nstep, bool use_mad);
 /* the scalar references of the two activation quantisers (nx_from_float_q8_0 / q8_K pick the
