@@ -13,9 +13,11 @@ cd "$NEXTN_SRC" || exit 1
 fx=tests/fixtures/quantize
 sha() { sha256sum "$1" | cut -d" " -f1; }
 "$NEXTN" mkmodel --preset tiny --type f16 -o "$tmp/tiny.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel tiny"; exit 1; }
+"$NEXTN" mkmodel --preset tiny --type f16 --no-mtp -o "$tmp/nomtp.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel tiny --no-mtp"; exit 1; }
 "$NEXTN" mkmodel --preset tiny-moe --type f16 -o "$tmp/moe.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel tiny-moe"; exit 1; }
 # the inputs llama-quantize was given (a changed generator is reported as such, not as a quantiser bug)
 check "input tiny-f16 is the one of the fixtures" '[ "$(sha "$tmp/tiny.gguf")" = 30e0dbceadd62077a2219dab2e47d489d8aba2c428649c2c0f27f0bbf02f5f38 ]'
+check "input tiny --no-mtp is the one of the fixtures" '[ "$(sha "$tmp/nomtp.gguf")" = 29a0d691e9d469115dcc657dbba7cec47e28ab7e98159c91f3081fd6a5f5c28d ]'
 check "input tiny-moe is the one of the fixtures" '[ "$(sha "$tmp/moe.gguf")" = 6906e0c6ebd9108e45264109e86db28e33c09b43171615123a1164111a596be6 ]'
 
 # same IN IMATRIX TYPE SHA256 [extra flags...]: nextn's output has llama-quantize's hash
@@ -27,20 +29,21 @@ same() {
     rm -f "$out"
     return $rc
 }
-T="$tmp/tiny.gguf" M="$tmp/moe.gguf" D=models/nextn-demo.gguf
+T="$tmp/tiny.gguf" M="$tmp/moe.gguf" N="$tmp/nomtp.gguf" D=models/nextn-demo.gguf
 check "tiny q4_k_m (GGUF imatrix)" 'same $T $fx/tiny.imatrix.gguf q4_k_m 5d546e9063b752898ca55142c3be02bd1311a76640a302f7bea4155008e6ded1'
 check "tiny q6_k"                  'same $T $fx/tiny.imatrix.gguf q6_k   7a12a5166574d44e1c78e189a02221c45993211fa5af5b51409b1a6bc9c18695'
 check "tiny q3_k_m"                'same $T $fx/tiny.imatrix.gguf q3_k_m 59602686c459d1d45f483470c280c05fb8c2efe011c251c1d37fa5d42dc503bb'
 check "tiny q2_k"                  'same $T $fx/tiny.imatrix.gguf q2_k   27d5d68b45f0b10ba08bfd909e77ebf9b2ed2ca407c7104f5c5d8eeb97a611e6'
 check "tiny iq4_xs"                'same $T $fx/tiny.imatrix.gguf iq4_xs 1538c6e144ef5d87f060973104534191451abbd98da9f15e429762006467c72f'
-check "tiny iq4_nl"                'same $T $fx/tiny.imatrix.gguf iq4_nl e1e64e874efd95377f4a3e701f213ce8e6cfce132e489a1ed2ae132cd75f5786'
 check "tiny q4_0 + q4_1/q5_1/q5_K/iq4_nl overrides" 'same $T $fx/tiny.imatrix.gguf q4_0 0866386fdcc0a612b27b9a301f89328b604446de98ac30daa30108ea4846d094 --tensor-type ffn_up=q4_1 --tensor-type ffn_gate=q5_1 --tensor-type attn_qkv=q5_k --tensor-type ssm_out=iq4_nl'
 check "tiny q4_k_m (legacy .dat imatrix)" 'same $T $fx/tiny.imatrix.dat q4_k_m c18ca86b43dc6cdec3d167344c534f4163dd16a7bde36e058d01a58a44ec104e'
-check "tiny q2_k (legacy .dat)"    'same $T $fx/tiny.imatrix.dat q2_k   de82ee73339f3f939a05fee8e7eccc61a3a2f0ec6de8c2e8bf19d9233f1c2a16'
-check "tiny iq4_xs (legacy .dat)"  'same $T $fx/tiny.imatrix.dat iq4_xs c9366d8ccb9ec889ab0b235520dc2e6835fdda07e74d76c26c5fd57c947ba147'
 check "moe q4_k_m (per-expert rows)" 'same $M $fx/tiny-moe.imatrix.gguf q4_k_m 8b54fff69aec7f89e0165aa1ac4b494265b7a25328ba0a64145b75f7a1d9bf68'
 check "moe q2_k"                   'same $M $fx/tiny-moe.imatrix.gguf q2_k   ec781a8df8a654da468168a24bdd558b0f5970870e7d4c8b5e23ba349fc4ef65'
-check "moe iq4_xs"                 'same $M $fx/tiny-moe.imatrix.gguf iq4_xs 5bb70d3313005129c73aad3c07a2ddd4633f9597ef8b49ec4e796fceca1c53c7'
+# q2_k_s needs an importance matrix: refused without one, or when a Q2_K tensor has no entry
+# (tiny's MTP block: llama-imatrix does not run it), as llama-quantize refuses both
+check "tiny --no-mtp q2_k_s" 'same $N $fx/tiny.imatrix.gguf q2_k_s 21fc2863a3f4484e893027c0028e4b405e84d4e7aff139b8932abefdf946fd87'
+check "q2_k_s without an imatrix is refused, naming the tensor" 'out=$("$NEXTN" quantize $N "$tmp/x.gguf" q2_k_s 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "tensor .blk\.0\.attn_gate\.weight.: type q2_K in a q2_k_s file needs an importance matrix" && [ ! -e "$tmp/x.gguf" ]'
+check "q2_k_s with an entry missing is refused, naming file and tensor" 'out=$("$NEXTN" quantize --imatrix $fx/tiny.imatrix.gguf $T "$tmp/x.gguf" q2_k_s 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "tiny.imatrix.gguf: no importance data for tensor .blk\.6\.attn_k\.weight." && [ ! -e "$tmp/x.gguf" ]'
 # the demo model (21 layers): with an imatrix, ffn_down of the first n/8 layers is q4_1 / q5_1 in
 # q4_0 / q5_0 and stays in the base type in iq4_xs (q5_K, here its fallback q5_1, without)
 check "demo q4_0 (ffn_down -> q4_1)" 'same $D $fx/demo.imatrix.gguf q4_0 7b4d6b3ad130b3b9068e5c382abb6c8f0606c1531e3e01e04e62b9f2c1ea0557'

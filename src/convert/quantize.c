@@ -21,6 +21,7 @@ static const nx_quant_mix mixes[] = {
     {"q6_k",     NX_FTYPE_MOSTLY_Q6_K,   NX_TYPE_Q6_K},
     {"q4_k_m",   NX_FTYPE_MOSTLY_Q4_K_M, NX_TYPE_Q4_K},
     {"q2_k",     NX_FTYPE_MOSTLY_Q2_K,   NX_TYPE_Q2_K},
+    {"q2_k_s",   NX_FTYPE_MOSTLY_Q2_K_S, NX_TYPE_Q2_K},   /* needs an importance matrix */
     {"q3_k_s",   NX_FTYPE_MOSTLY_Q3_K_S, NX_TYPE_Q3_K},
     {"q3_k_m",   NX_FTYPE_MOSTLY_Q3_K_M, NX_TYPE_Q3_K},
     {"q3_k_l",   NX_FTYPE_MOSTLY_Q3_K_L, NX_TYPE_Q3_K},
@@ -34,7 +35,7 @@ const nx_quant_mix *nx_quant_mix_find(const char *name) {
     return NULL;
 }
 
-const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q6_k, q4_k_m, q2_k, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs"; }
+const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q6_k, q4_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs"; }
 
 /* ---- the rule tables ------------------------------------------------------------------------
  * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
@@ -82,6 +83,7 @@ typedef enum {
     WHEN_FFN_DOWN_FIRST16,   /* ffn_down layer i < n / 16 */
     WHEN_FFN_DOWN_FIRST8,    /* ffn_down layer i < n / 8, without an importance matrix */
     WHEN_FFN_DOWN_FIRST8_IM, /* ffn_down layer i < n / 8, with an importance matrix */
+    WHEN_FFN_DOWN_FIRST8_ANY,/* ffn_down layer i < n / 8 */
 } qwhen;
 static const struct {
     const char *mix;        /* NULL = any mix */
@@ -95,6 +97,8 @@ static const struct {
     {"q2_k",   CAT_ATTN_QKV,    WHEN_ALWAYS,             NX_TYPE_Q3_K},
     {"q2_k",   CAT_ATTN_V,      WHEN_GQA4,               NX_TYPE_Q4_K},
     {"q2_k",   CAT_ATTN_QKV,    WHEN_GQA4,               NX_TYPE_Q4_K},
+    {"q2_k_s", CAT_ATTN_V,      WHEN_GQA4,               NX_TYPE_Q4_K},
+    {"q2_k_s", CAT_ATTN_QKV,    WHEN_GQA4,               NX_TYPE_Q4_K},
     {"q3_k_m", CAT_ATTN_V,      WHEN_ALWAYS,             NX_TYPE_Q4_K},
     {"q3_k_m", CAT_ATTN_QKV,    WHEN_ALWAYS,             NX_TYPE_Q4_K},
     {"q3_k_m", CAT_ATTN_V,      WHEN_ATTN_V_FIRST2,      NX_TYPE_Q5_K},
@@ -110,6 +114,7 @@ static const struct {
     {NULL,     CAT_ATTN_K,      WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
     {"q4_k_m", CAT_FFN_DOWN,    WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
     {"q2_k",   CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q3_K},
+    {"q2_k_s", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_ANY,NX_TYPE_Q4_K},
     {"q3_k_m", CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q4_K},
     {"q3_k_m", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST16,   NX_TYPE_Q5_K},
     {"q3_k_l", CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q5_K},
@@ -205,6 +210,7 @@ uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint6
             case WHEN_FFN_DOWN_FIRST16: on = i_down < s->n_ffn_down / 16; break;
             case WHEN_FFN_DOWN_FIRST8: on = !s->has_imatrix && i_down < s->n_ffn_down / 8; break;
             case WHEN_FFN_DOWN_FIRST8_IM: on = s->has_imatrix && i_down < s->n_ffn_down / 8; break;
+            case WHEN_FFN_DOWN_FIRST8_ANY: on = i_down < s->n_ffn_down / 8; break;
             }
             if (on) t = bumps[i].type;
         }
@@ -461,6 +467,14 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
         const nx_type_traits *to = nx_type_get(ts[i].type);
         if (ts[i].type != ts[i].src->type && (!to || !to->from_float))
             ok = nx_fail(err, "tensor '%s': no quantiser for type %s", ts[i].name, nx_type_name(ts[i].type));
+        /* llama-quantize's tensor_requires_imatrix: in a q2_k_s file every Q2_K tensor but the
+         * embeddings and the head (of the mixes nextn makes; the IQ1/IQ2/IQ3_XXS types it
+         * cannot make need one too) */
+        const bool needs_im = ok && mix->ftype == NX_FTYPE_MOSTLY_Q2_K_S && ts[i].type == NX_TYPE_Q2_K &&
+                              strcmp(ts[i].name, "token_embd.weight") && strcmp(ts[i].name, "output.weight");
+        if (needs_im && !im)
+            ok = nx_fail(err, "tensor '%s': type %s in a %s file needs an importance matrix (llama-quantize refuses it "
+                         "without one too)", ts[i].name, nx_type_name(ts[i].type), mix->name);
         /* importance weights of a tensor that changes type (llama-quantize: ne[0] x ne[2] values;
          * another size is an error, except for token_embd, which then goes without) */
         const nx_imatrix_entry *e = ok && im && ts[i].type != ts[i].src->type ? nx_imatrix_find(im, ts[i].name) : NULL;
@@ -472,6 +486,9 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
                              opts->imatrix_path, ts[i].name, (unsigned long long)e->n, (unsigned long long)want,
                              (unsigned long long)ts[i].src->ne[0], (unsigned long long)ts[i].src->ne[2]);
         }
+        if (ok && needs_im && ts[i].type != ts[i].src->type && !ts[i].imatrix)
+            ok = nx_fail(err, "%s: no importance data for tensor '%s', which a %s file quantises to %s (llama-quantize "
+                         "refuses it too)", opts->imatrix_path, ts[i].name, mix->name, nx_type_name(ts[i].type));
     }
     int nth = pool ? nx_pool_size(pool) : 1;
     if (ok) {
