@@ -133,6 +133,20 @@ if (phase === "main") {
   const ch = await post("/v1/chat/completions", { messages: [{ role: "user", content: "Who made the earth?" }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2 });
   const cl = ch.json?.choices?.[0]?.logprobs?.content;
   check("chat logprobs / top_logprobs: one entry per token, 2 alternatives", cl?.length === 6 && cl.every((e) => e.top_logprobs.length === 2), ch.json);
+  // the values: chat's numbers are the completions endpoint's for the same rendered prompt (sampled,
+  // with a penalty, so the penalty history and the seed count too)
+  const msgs = [{ role: "user", content: "Who made the earth?" }];
+  const rendered = (await post("/apply-template", { messages: msgs })).json?.prompt;
+  const lq = { max_tokens: 12, temperature: 1, seed: 3, presence_penalty: 0.5, ignore_eos: true };
+  const chv = await post("/v1/chat/completions", { messages: msgs, ...lq, logprobs: true, top_logprobs: 3 });
+  const cmv = await post("/v1/completions", { prompt: rendered, ...lq, logprobs: 3 });
+  const vals = (c) => c?.map((e) => [e.id, e.token, e.logprob, e.top_logprobs.map((t) => [t.id, t.logprob])]);
+  const chatLp = vals(chv.json?.choices?.[0]?.logprobs?.content), complLp = vals(cmv.json?.choices?.[0]?.logprobs?.content);
+  check("chat logprobs values: equal /v1/completions' for the rendered prompt (tokens, log-probabilities, alternatives)",
+    chv.json?.usage?.prompt_tokens === cmv.json?.usage?.prompt_tokens && chatLp?.length === 12 && eq(chatLp, complLp) &&
+    chatLp.every((e) => e[2] < 0 && e[3].length === 3 && e[3][0][1] >= e[3][2][1]) &&
+    chatLp.some((e) => e[0] !== e[3][0][0]), [chatLp?.slice(0, 3), complLp?.slice(0, 3)]);
+  state.chat_lp = chatLp;
   r = await post("/v1/chat/completions", { messages: [{ role: "user", content: "x" }], top_logprobs: 2 });
   check("top_logprobs without logprobs: 400", r.status === 400 && /top_logprobs/.test(r.json?.error?.message), r.json);
   state.cp = cp.map((e) => [e.id, e.logprob, e.top_logprobs.map((t) => [t.id, t.logprob])]);
@@ -253,6 +267,10 @@ if (phase === "spec-save") {
   check("spec: content equals nextn run", r.json?.content === want.t16, r.json);
   const cp = r.json?.completion_probabilities?.map((e) => [e.id, e.logprob, e.top_logprobs.map((t) => [t.id, t.logprob])]);
   check("spec: completion_probabilities equal plain decoding's", eq(cp, state.cp), cp?.[0]);
+  const chv = await post("/v1/chat/completions", { messages: [{ role: "user", content: "Who made the earth?" }],
+    max_tokens: 12, temperature: 1, seed: 3, presence_penalty: 0.5, ignore_eos: true, logprobs: true, top_logprobs: 3 });
+  const chatLp = chv.json?.choices?.[0]?.logprobs?.content?.map((e) => [e.id, e.token, e.logprob, e.top_logprobs.map((t) => [t.id, t.logprob])]);
+  check("spec: chat logprobs values equal plain decoding's (sampled, with a penalty)", state.chat_lp?.length === 12 && eq(chatLp, state.chat_lp), chatLp?.[0]);
   r = await post("/slots/1?action=save", { filename: "spec.bin" });
   check("spec: save slot 1", r.status === 200 && r.json.n_saved === IDS.length + 15, r.json);
   state.file = "spec.bin";
