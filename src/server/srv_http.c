@@ -1447,13 +1447,20 @@ static void log_request(nx_server *s, conn *cn) {
     char err[300] = "";
     if (cn->req) {
         nx_srv_req *r = cn->req;
+        int32_t gen_others = 0; /* n > 1: the other choices' tokens */
+        for (int32_t k = 0; k < r->n_group; k++) {
+            pthread_mutex_lock(&r->group[k]->mu);
+            gen_others += r->group[k]->n_gen;
+            pthread_mutex_unlock(&r->group[k]->mu);
+        }
         pthread_mutex_lock(&r->mu);
         const double q = r->t_start > 0 ? (r->t_start - r->t_submit) * 1e3 : 0;
         const double pm = r->t_first > 0 ? (r->t_first - r->t_start) * 1e3 : 0;
         const double gm = r->t_first > 0 && r->t_end >= r->t_first ? (r->t_end - r->t_first) * 1e3 : 0;
         n += snprintf(line + n, sizeof line - (size_t)n,
-                      " prompt_tokens=%d gen_tokens=%d queue_ms=%.1f prompt_ms=%.1f gen_ms=%.1f", r->n_prompt, r->n_gen, q,
-                      pm, gm);
+                      " prompt_tokens=%d gen_tokens=%d queue_ms=%.1f prompt_ms=%.1f gen_ms=%.1f", r->n_prompt,
+                      r->n_gen + gen_others, q, pm, gm);
+        if (r->n_group) n += snprintf(line + n, sizeof line - (size_t)n, " choices=%d", (int)r->n_group + 1);
         if (r->n_cache) n += snprintf(line + n, sizeof line - (size_t)n, " cache_tokens=%d", r->n_cache);
         if (r->draft_n)
             n += snprintf(line + n, sizeof line - (size_t)n, " draft=%lld accepted=%lld", (long long)r->draft_n,
