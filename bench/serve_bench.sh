@@ -11,12 +11,12 @@
 #
 #   bench/serve_bench.sh [--model F] [--llama DIR] [--nextn PATH] [-t THREADS] [--rounds R]
 #                        [--requests N] [--max-tokens N] [--clients "1 4 8"] [--turns N]
-#                        [--words W] [--draft-max D] [--port P] [--out DIR]
+#                        [--words W] [--draft-max D] [--prompts FILE] [--port P] [--out DIR]
 #                        [--skip-load] [--skip-multiturn]
 #
 # Defaults: --model models/nextn-demo.gguf, --llama /work/ext/llama.cpp/build/bin, --nextn
 # build/nextn, -t 2, --rounds 2, --requests 4, --max-tokens 64, --clients "1 4 8", --turns 10,
-# --words 120, --draft-max 3.  Servers: nextn `serve -np 8 -c 1024` (positions per slot) and
+# --words 120, --draft-max 3, --prompts: serve_load.mjs's default.  Servers: nextn `serve -np 8 -c 1024` (positions per slot) and
 # llama-server `-np 8 -c 8192` (its -c is the total), `--spec mtp` (adaptive draft length up to D)
 # against `--spec-type draft-mtp --spec-draft-n-max D --spec-draft-n-min 0 --spec-draft-p-min 0`;
 # multi-turn servers `-np 1` with 8192 positions.  Output: the raw lines under --out and two
@@ -26,6 +26,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 root=$(cd "$(dirname "$0")/.." && pwd)
 model="$root/models/nextn-demo.gguf"; llama=/work/ext/llama.cpp/build/bin; nextn="$root/build/nextn"
 threads=2; rounds=2; requests=4; maxtok=64; clients="1 4 8"; turns=10; words=120; dmax=3; port=18650; out=""
+prompts=()
 do_load=1; do_multi=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
         --turns) turns=$2; shift 2 ;;
         --words) words=$2; shift 2 ;;
         --draft-max) dmax=$2; shift 2 ;;
+        --prompts) prompts=(--prompts "$2"); shift 2 ;;
         --port) port=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --skip-load) do_load=0; shift ;;
@@ -94,7 +96,7 @@ if [ $do_load = 1 ]; then
             esac
             for c in $clients; do
                 line=$(node "$root/bench/serve_load.mjs" "http://127.0.0.1:$port" --clients "$c" --requests "$requests" \
-                    --max-tokens "$maxtok")
+                    --max-tokens "$maxtok" "${prompts[@]}")
                 echo "$name round $r: $line" | tee -a "$out/load.txt"
             done
             stop
