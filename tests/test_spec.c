@@ -705,6 +705,95 @@ static void test_cost_model_recovers(void **state) {
     free(oracle);
 }
 
+/* Synthetic costs by total rows (what per-sequence draft lengths are priced by): a verify of r
+ * rows costs 1 + 0.1 (r - 1) units, an MTP pass 0.1 + 0.01 per extra row. */
+static double rows_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
+    (void)user;
+    (void)rows_per_seq;
+    return kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * (rows - 1) : 0.1 + 0.01 * (rows - 1);
+}
+
+/* Two sequences in one batch, one whose drafts are always right (an oracle of the plain
+ * continuation) and one whose drafts are always wrong: the adaptive model must give them
+ * different draft lengths - the first drafts draft_max on (almost) every step, the second
+ * drafts nothing on most steps (one draft for the other would cost a verify row and gain
+ * nothing) - and both outputs stay plain greedy decoding. */
+static void test_cost_model_per_sequence(void **state) {
+    fixture *f = *state;
+    enum { G = 120, D = 3 };
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_seq = 2;
+    cp.n_snapshots = D;
+    nx_ctx *c, *ref;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    nx_ctx_params rp = nx_ctx_default_params();
+    rp.n_ctx = 256;
+    assert_true(nx_ctx_create(&ref, &f->model, &rp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 256, 2, NX_KV_F16, NX_KV_F16, f->pool, &err));
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    int32_t prompt[2] = {3, 4}, truth[G + 16], right[G + 16], wrong[G + 16];
+    int32_t pos2[2] = {0, 1};
+    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
+    assert_true(nx_forward(ref, &b2, &err));
+    truth[0] = prompt[0];
+    truth[1] = prompt[1];
+    for (int i = 2; i < G + 16; i++) {
+        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), V), p = i;
+        truth[i] = t;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        assert_true(nx_forward(ref, &b1, &err));
+    }
+    for (int i = 0; i < G + 16; i++) {
+        right[i] = truth[i];
+        wrong[i] = i < 2 ? truth[i] : (truth[i] + 1) % V;
+    }
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = D;
+    nx_spec *s;
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    nx_spec_set_cost_fn(s, rows_cost, NULL);
+    assert_true(nx_spec_set_oracle(s, 0, right, G + 16, &err));
+    assert_true(nx_spec_set_oracle(s, 1, wrong, G + 16, &err));
+    const int32_t *pr[2] = {prompt, prompt};
+    int32_t np[2] = {2, 2}, first[2], out[2 * (D + 1)], n_out[2], got[2] = {1, 1}, max_out[2];
+    assert_true(nx_spec_prefill(s, 2, pr, np, first, &err));
+    assert_int_equal(first[0], truth[2]);
+    assert_int_equal(first[1], truth[2]);
+    int64_t steps = 0, counted = 0, full0 = 0, none1 = 0;
+    while (got[1] < G) {
+        for (int i = 0; i < 2; i++) {
+            max_out[i] = G - got[i];
+            if (max_out[i] <= 0) nx_spec_set_active(s, i, false);
+        }
+        if (!nx_spec_step(s, max_out, out, n_out, &err)) fail_msg("%s", err.msg);
+        if (!nx_spec_check(s, &err)) fail_msg("%s", err.msg);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < n_out[i]; j++) assert_int_equal(out[i * (D + 1) + j], truth[2 + got[i] + j]);
+        const int32_t *d;
+        const int32_t n0 = nx_spec_last_drafts(s, 0, &d), n1 = nx_spec_last_drafts(s, 1, &d);
+        /* after 4 warm-up steps, while sequence 0 has room for a full draft */
+        if (++steps > 4 && got[0] + D + 1 < G) {
+            counted++;
+            full0 += n0 == D;
+            none1 += n1 == 0;
+        }
+        got[0] += n_out[0];
+        got[1] += n_out[1];
+    }
+    printf("per-sequence draft lengths: %lld steps counted, right oracle drafted %d in %lld, wrong oracle nothing in "
+           "%lld\n", (long long)counted, D, (long long)full0, (long long)none1);
+    assert_true(counted >= 10);
+    assert_true(full0 * 10 >= counted * 9);
+    assert_true(none1 * 10 >= counted * 8);
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+    nx_ctx_free(ref);
+}
+
 /* Synthetic costs closer to the demo model's (a draft pass ~0.15 of a 1-row verify, each
  * further verify row +10 %), where the first two passes of each kind and row count cost twice
  * as much (cold caches, first-touch pages: on the demo model the warm-up estimates of the
@@ -1133,6 +1222,7 @@ int main(void) {
         cmocka_unit_test(test_spec_sampling_end_to_end),
         cmocka_unit_test(test_cost_model_falls_back),
         cmocka_unit_test(test_cost_model_recovers),
+        cmocka_unit_test(test_cost_model_per_sequence),
         cmocka_unit_test(test_cost_model_correlated_acceptance),
         cmocka_unit_test(test_driver_without_mtp),
         cmocka_unit_test(test_bad_params),

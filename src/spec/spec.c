@@ -1,6 +1,7 @@
 /* spec.c - MTP speculative decoding driver (see spec.h for the data flow and invariants). */
 #include "spec/spec.h"
 #include "spec/spec_oracle.h"
+#include "spec/spec_cost.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #define MIRROR_CAP 64         /* backlog rows kept while not drafting (older ones are dropped) */
 #define RESEED_ROWS 16        /* rows a stale MTP cache is re-seeded with */
 #define PREFILL_CHUNK 512
+#define PROBE_FIRST 4         /* plain steps before the first one-draft probe of a sequence */
 #define PROBE_MIN 16          /* plain steps between one-draft probes, after an accepted probe */
 #define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
 
@@ -47,6 +49,11 @@ typedef struct seq_state {
     int32_t lp_top;           /* log-probabilities of emitted tokens: top entries (-1 = off) */
     int32_t lp_n;             /* ... recorded by the last prefill / step */
     nx_spec_logprob *lp;      /* [draft_max + 1] */
+    /* cost model, per sequence */
+    nx_spec_acc acc;          /* decayed acceptance counts per draft position */
+    int32_t plain_run;        /* steps planned plain since this sequence last drafted */
+    int32_t probe;            /* plain steps between one-draft probes (PROBE_MIN .. PROBE_MAX) */
+    bool probing;             /* this step's draft is a probe */
 } seq_state;
 
 struct nx_spec {
@@ -70,17 +77,17 @@ struct nx_spec {
     double t_pass0;           /* EMA seconds of pass 0 while drafting continuously: it also writes
                                * the previous step's accepted rows (<= draft_max + 1 per sequence) */
     int32_t n_pass0;
-    double t_ver[NX_SPEC_MAX_DRAFT + 2]; /* EMA seconds of a verify with n rows per sequence */
-    int32_t n_ver[NX_SPEC_MAX_DRAFT + 2];
-    double acc_succ, acc_trials; /* decayed counts for the per-token acceptance */
-    int32_t plain_run, probe;
-    int32_t warm_steps;       /* measuring steps done (see choose_N) */
+    int32_t max_rows;         /* rows of the largest verify: n_seq * (draft_max + 1) */
+    double *t_ver;            /* [max_rows + 1] EMA seconds of a verify of n rows (all sequences) */
+    int32_t *n_ver;           /* [max_rows + 1] samples so far */
+    double *ver_est;          /* [max_rows + 1] scratch: est_verify of each row count */
+    double *rates;            /* [n_seq * draft_max] scratch: conditional acceptance per position */
+    int32_t *plan_cap, *plan_n; /* [n_seq] scratch of the plan */
+    double acc_succ, acc_trials; /* decayed counts of all sequences: the prior of a new sequence */
     int32_t explore_run;      /* drafting steps since one drafted more than the model chose */
     bool cpu_clock;           /* cost samples in this thread's CPU seconds (one-thread pool), else wall */
     nx_spec_cost_fn cost_fn;  /* tests: synthetic pass costs instead of the clock (NULL = clock) */
     void *cost_user;
-    bool probing;
-    int32_t next_N;
     uint64_t epoch_next;      /* last MTP epoch handed out (seq_state.mtp_epoch) */
     nx_spec_stats st;
 };
@@ -114,6 +121,12 @@ void nx_spec_free(nx_spec *s) {
     free(s->b_seq);
     free(s->b_lg);
     nx_free_aligned(s->b_h);
+    free(s->t_ver);
+    free(s->n_ver);
+    free(s->ver_est);
+    free(s->rates);
+    free(s->plan_cap);
+    free(s->plan_n);
     free(s);
 }
 
@@ -149,7 +162,6 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
     s->V = (int32_t)hp->n_vocab;
     s->n_ctx = cp->n_ctx;
     s->mir_cap = MIRROR_CAP + s->p.draft_max + 2;
-    s->probe = PROBE_MIN;
     const size_t E = (size_t)s->E;
     s->seq = nx_calloc((size_t)s->n_seq, sizeof *s->seq, "speculative driver", err);
     if (!s->seq || !nx_dist_init(&s->pd, s->V, err) || !nx_dist_init(&s->qd, s->V, err)) goto fail;
@@ -163,6 +175,7 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
         q->mir_tok = q->mir_h ? nx_malloc((size_t)s->mir_cap * sizeof *q->mir_tok, "mirror rows", err) : NULL;
         if (!q->mir_tok || !nx_sampler_create(&q->smp, s->V, &sp, err)) goto fail;
         q->greedy = sp.temp <= 0.0f;
+        q->probe = PROBE_FIRST;
         memset(q->pending_h, 0, E * sizeof(float));
     }
     s->cap_rows = NX_MAX(PREFILL_CHUNK, s->n_seq * (s->mir_cap + 1));
@@ -177,7 +190,15 @@ bool nx_spec_create(nx_spec **out, nx_ctx *target, nx_mtp *mtp, const nx_spec_pa
         if (!s->dfull) goto fail;
         for (int32_t i = 0; i < s->V; i++) s->dfull[i] = -INFINITY;
     }
-    s->next_N = s->p.draft_max;
+    s->max_rows = s->n_seq * (s->p.draft_max + 1);
+    s->t_ver = nx_calloc((size_t)s->max_rows + 1, sizeof *s->t_ver, "cost model", err);
+    s->n_ver = s->t_ver ? nx_calloc((size_t)s->max_rows + 1, sizeof *s->n_ver, "cost model", err) : NULL;
+    s->ver_est = s->n_ver ? nx_calloc((size_t)s->max_rows + 1, sizeof *s->ver_est, "cost model", err) : NULL;
+    s->rates = s->ver_est ? nx_calloc((size_t)s->n_seq * (size_t)NX_MAX(s->p.draft_max, 1), sizeof *s->rates,
+                                      "cost model", err) : NULL;
+    s->plan_cap = s->rates ? nx_calloc((size_t)s->n_seq, sizeof *s->plan_cap, "cost model", err) : NULL;
+    s->plan_n = s->plan_cap ? nx_calloc((size_t)s->n_seq, sizeof *s->plan_n, "cost model", err) : NULL;
+    if (!s->plan_n) goto fail;
     *out = s;
     return true;
 fail:
@@ -286,6 +307,10 @@ static void reset_seq(nx_spec *s, seq_state *q, bool keep_cache) {
     q->prefilling = false;
     q->pf_next = 0;
     q->drafted = q->accepted = 0;
+    memset(&q->acc, 0, sizeof q->acc);
+    q->plain_run = 0;
+    q->probe = PROBE_FIRST;
+    q->probing = false;
     nx_sampler_reset(q->smp);
     if (keep_cache) return;
     q->resume = 0;
@@ -525,7 +550,7 @@ static double est_verify_raw(const nx_spec *s, int n) {
     int lo = -1, hi = -1;
     for (int i = n - 1; i >= 1 && lo < 0; i--)
         if (s->n_ver[i]) lo = i;
-    for (int i = n + 1; i <= s->p.draft_max + 1 && hi < 0; i++)
+    for (int i = n + 1; i <= s->max_rows && hi < 0; i++)
         if (s->n_ver[i]) hi = i;
     if (lo > 0 && hi > 0) return s->t_ver[lo] + (s->t_ver[hi] - s->t_ver[lo]) * (n - lo) / (hi - lo);
     int k = lo > 0 ? lo : hi;
@@ -555,62 +580,80 @@ static double est_verify(const nx_spec *s, int n) {
 }
 
 #define EXPLORE_EVERY 8
-#define WARM_DRAFTS 2
+#define WARM_DRAFTS 1
 #define EXPLORE_EXTRA 2
+#define PLAN_MARGIN 1.03  /* speculation must beat plain decoding by 3 %: the estimates are noisy */
+#define ACC_DECAY 0.97    /* acceptance counts fade by this per verified step */
+#define ACC_W_SEQ 2.0     /* weight (trials) of all sequences' rate in one sequence's pooled rate */
+#define ACC_W_POS 2.0     /* weight of a sequence's pooled rate in its per-position rates */
+#define ACC_OPT 1.0       /* optimism: one extra success in this many trials per position */
 
 /* The cost model's clock (see the comment at the samples in draft_all). */
 static double cost_clock(const nx_spec *s) { return s->cpu_clock ? nx_thread_time_s() : nx_time_s(); }
 
-static int32_t choose_N(nx_spec *s) {
-    s->probing = false;
-    if (!s->mtp || s->p.draft_max == 0) return 0;
-    if (!s->p.adaptive) return s->p.draft_max;
+/* Sets q->cap of every active sequence (its hard cap on entry) to the draft length of this
+ * step: draft_max when not adaptive; else the plan of spec_cost.h on the measured costs and
+ * acceptance.  Decisions may read clocks: they change the work, never the tokens. */
+static void plan_step(nx_spec *s) {
+    if (!s->mtp || s->p.draft_max == 0) {
+        for (int32_t i = 0; i < s->n_seq; i++) s->seq[i].cap = 0;
+        return;
+    }
+    if (!s->p.adaptive) return;
     bool measured = false;
-    for (int i = 1; i <= s->p.draft_max + 1; i++) measured = measured || s->n_ver[i];
-    /* measure first: two steps of (up to) WARM_DRAFTS drafts, so that every estimate the
-     * decision needs has a second sample replacing the cold first one (see ema).  3 was tried:
-     * on random weights (nothing accepted) the longer warm-up steps cost ~3 % of a 128-token
-     * run (tiny preset 0.94x -> 0.91x plain) */
-    if (s->warm_steps < 2 || !s->n_pass || !measured) {
-        s->warm_steps++;
-        return NX_MIN(WARM_DRAFTS, s->p.draft_max);
+    for (int32_t r = 1; r <= s->max_rows; r++) measured = measured || s->n_ver[r];
+    if (!s->n_pass || !measured) {
+        /* nothing measured yet: one draft per sequence (the cheapest step that measures a draft
+         * pass and a verify; with nothing accepted, a longer first step cost ~2 % of a 64-token
+         * run on a q4_K file, whose multi-row verify is dear) */
+        for (int32_t i = 0; i < s->n_seq; i++) s->seq[i].cap = NX_MIN(s->seq[i].cap, WARM_DRAFTS);
+        return;
     }
-    /* pass 0 (it also writes the accepted rows of the previous step), then 1-row passes */
+    const int32_t D = s->p.draft_max;
+    for (int32_t r = 1; r <= s->max_rows; r++) s->ver_est[r] = est_verify(s, r);
+    /* all sequences' pooled rate, with a weak prior (a quarter of a success in half a trial),
+     * is the prior of each sequence's pooled rate, which is the prior of its per-position rates */
+    const double a_all = (s->acc_succ + 0.25) / (s->acc_trials + 0.5);
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        if (!q->active) continue;
+        const double a_seq = nx_spec_acc_pooled(&q->acc, a_all, ACC_W_SEQ);
+        nx_spec_acc_rates(&q->acc, a_seq, ACC_W_POS, ACC_OPT, D, s->rates + (size_t)n * (size_t)D);
+        s->plan_cap[n++] = q->cap;
+    }
+    if (n == 0) return;
     const double t0 = s->n_pass0 ? s->t_pass0 : s->t_pass;
-    /* a weak prior (a quarter of a success in half a trial) so that a few rejections suffice */
-    const double a = (s->acc_succ + 0.25) / (s->acc_trials + 0.5);
-    int32_t best = 0;
-    /* speculation must beat plain decoding by 3% to be chosen: estimates are noisy */
-    double best_rate = 1.03 / est_verify(s, 1);
-    double tokens = 1.0, ai = 1.0;
-    for (int32_t n = 1; n <= s->p.draft_max; n++) {
-        ai *= a;
-        tokens += ai;
-        double rate = tokens / (t0 + (n - 1) * s->t_pass + est_verify(s, n + 1));
-        if (rate > best_rate) {
-            best_rate = rate;
-            best = n;
+    /* the plan's rows are those of the active sequences: verify costs by total rows */
+    nx_spec_plan_in in = {.n_seq = n, .cap = s->plan_cap, .rates = s->rates, .stride = D, .t_pass0 = t0,
+                          .t_pass = s->t_pass, .verify = s->ver_est, .max_rows = s->max_rows, .margin = PLAN_MARGIN};
+    const int32_t top = nx_spec_plan(&in, s->plan_n, NULL);
+    /* explore: a verify-cost estimate is only refreshed when its row count is used, so one that
+     * noise or a cold first pass made too high would never recover; every EXPLORE_EVERY-th
+     * drafting step drafts EXPLORE_EXTRA more.  On the demo model, exploring 1 more every 32
+     * steps left the model at 1-2 drafts for most of a 128-token run where 3 were faster. */
+    bool explore = false;
+    if (top > 0 && top < D && ++s->explore_run >= EXPLORE_EVERY) {
+        s->explore_run = 0;
+        explore = true;
+    }
+    n = 0;
+    for (int32_t i = 0; i < s->n_seq; i++) {
+        seq_state *q = &s->seq[i];
+        if (!q->active) continue;
+        int32_t N = s->plan_n[n++];
+        q->probing = false;
+        if (N > 0) {
+            q->plain_run = 0;
+            if (explore) N = NX_MIN(q->cap, N + EXPLORE_EXTRA);
+        } else if (q->cap > 0 && ++q->plain_run >= q->probe) {
+            /* a one-draft probe every `probe` plain steps notices a change in acceptance */
+            q->plain_run = 0;
+            q->probing = true;
+            N = 1;
         }
+        q->cap = N;
     }
-    if (best > 0) {
-        s->plain_run = 0;
-        /* explore: a verify-cost estimate is only refreshed when its draft length is used, so
-         * one that noise or a cold first pass made too high would never recover; every
-         * EXPLORE_EVERY-th drafting step drafts EXPLORE_EXTRA more.  On the demo model,
-         * exploring 1 more every 32 steps left the model at 1-2 drafts for most of a 128-token
-         * run (the 3- and 4-row costs stuck at their warm-up values) where 3 were faster. */
-        if (best < s->p.draft_max && ++s->explore_run >= EXPLORE_EVERY) {
-            s->explore_run = 0;
-            return NX_MIN(s->p.draft_max, best + EXPLORE_EXTRA);
-        }
-        return best;
-    }
-    if (++s->plain_run >= s->probe) {
-        s->plain_run = 0;
-        s->probing = true;
-        return 1;
-    }
-    return 0;
 }
 
 /* Exponential moving average.  The second sample replaces the first when it is smaller: the
@@ -707,6 +750,9 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         for (int32_t i = 0; i < s->n_seq; i++) {
             seq_state *q = &s->seq[i];
             if (pass == 0 && q->drafting) {
+                /* a probe writes at most RESEED_ROWS backlog rows: a catch-up of up to 64 rows
+                 * would cost a probe several draft passes (draft quality only, as for stale) */
+                if (q->probing && q->n_mir > RESEED_ROWS) q->stale = true;
                 if (q->stale) {
                     /* rebuild from the most recent rows only */
                     const int32_t drop = q->n_mir > RESEED_ROWS ? q->n_mir - RESEED_ROWS : 0;
@@ -830,8 +876,14 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
     *n_out = k + 1;
     /* acceptance statistics: k successes out of k (+1 if a draft was rejected) trials */
     if (q->n_draft > 0) {
-        s->acc_succ = 0.97 * s->acc_succ + k;
-        s->acc_trials = 0.97 * s->acc_trials + k + (rejected ? 1 : 0);
+        s->acc_succ = ACC_DECAY * s->acc_succ + k;
+        s->acc_trials = ACC_DECAY * s->acc_trials + k + (rejected ? 1 : 0);
+        nx_spec_acc_add(&q->acc, q->n_draft, k, ACC_DECAY);
+        /* an accepted probe is followed by another at once (while the plan stays plain), so
+         * that a sequence whose acceptance came back re-learns it in a few steps; a rejected
+         * one doubles the interval */
+        if (q->probing) q->probe = k > 0 ? 1 : NX_MIN(PROBE_MAX, NX_MAX(PROBE_FIRST, 2 * q->probe));
+        q->probing = false;
         s->st.spec_steps++;
         s->st.drafted += q->n_draft;
         s->st.accepted += k;
@@ -856,7 +908,6 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
 
 bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nx_err *err) {
     const int32_t stride = s->p.draft_max + 1;
-    const int32_t N = choose_N(s);
     bool any = false;
     for (int32_t i = 0; i < s->n_seq; i++) {
         seq_state *q = &s->seq[i];
@@ -865,16 +916,17 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
         const int32_t room = s->n_ctx - 1 - nx_ctx_n_past(s->tgt, i);
         if (room < 0) return nx_fail(err, "sequence %d: the context (n_ctx = %d) is full", i, s->n_ctx);
         if (max_out && max_out[i] <= 0) return nx_fail(err, "sequence %d: max_out %d must be >= 1", i, max_out[i]);
-        q->cap = NX_MIN(N, room);
+        q->cap = NX_MIN(s->p.draft_max, room);
         if (max_out) q->cap = NX_MIN(q->cap, max_out[i] - 1);
         any = true;
     }
     if (!any) return true;
+    plan_step(s);
     if (!draft_all(s, err)) return false;
 
     /* verify: [id_last, d1..dN] of every active sequence, one batch, logits on every row */
     int32_t n = 0;
-    int32_t rows_per_seq = 1;
+    int32_t rows_per_seq = 1; /* for the test hook's cost function */
     for (int32_t i = 0; i < s->n_seq; i++) {
         seq_state *q = &s->seq[i];
         if (!q->active) continue;
@@ -898,18 +950,15 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
     }
     s->st.t_verify += t1 - t0;
     s->st.verify_rows += n;
-    ema(&s->t_ver[rows_per_seq], &s->n_ver[rows_per_seq], cdt);
+    ema(&s->t_ver[n], &s->n_ver[n], cdt);
 
-    int64_t acc_before = s->st.accepted;
     for (int32_t i = 0; i < s->n_seq; i++) {
         if (!s->seq[i].active) continue;
         if (!accept_seq(s, i, out + (size_t)i * stride, &n_out[i], err)) return false;
         s->st.steps++;
         s->st.emitted += n_out[i];
     }
-    if (s->probing) s->probe = s->st.accepted > acc_before ? PROBE_MIN : NX_MIN(PROBE_MAX, 2 * s->probe);
     s->st.t_accept += nx_time_s() - t1;
-    s->next_N = N;
     return true;
 }
 

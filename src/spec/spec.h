@@ -37,15 +37,17 @@
  * window is unchanged; only older context is lost (draft quality, never correctness).  So plain
  * stretches cost no MTP work at all.
  *
- * Cost model (adaptive): EMA of the MTP pass time (one row per sequence; pass 0 while drafting
- * continuously apart; catch-up passes after plain stretches not sampled) and of the verify time
- * per rows-per-sequence, and a decayed count estimate of the per-token acceptance a.  Expected
- * tokens of a step with N drafts = 1 + a + ... + a^N; the step picks the N in 0..draft_max with
- * the most tokens per second, N = 0 being plain decoding (no MTP work at all but the backlog);
- * speculation must win by 3% (the estimates are noisy; samples are clipped at twice the
- * estimate, see ema() in spec.c).  The first two steps draft two tokens to measure.  While plain
- * wins, a one-draft probe runs every `probe` plain steps (probe doubles up to 128 after a
- * rejected probe and resets to 16 after an accepted one) so a change in acceptance is noticed.
+ * Cost model (adaptive; the decision is spec_cost.h): EMA of the MTP pass time (one row per
+ * sequence; pass 0 while drafting continuously apart; catch-up passes after plain stretches not
+ * sampled) and of the verify time by total rows, and per sequence decayed acceptance counts per
+ * draft position.  Each step plans a draft length N_i per sequence (0..its cap) maximising
+ * expected tokens per second, all N_i = 0 being plain decoding (no MTP work at all but the
+ * backlog); speculation must win by 3% (the estimates are noisy; samples are clipped at twice
+ * the estimate, see ema() in spec.c).  The first step drafts one token to measure.  While a
+ * sequence's plan is plain, a one-draft probe runs every `probe` of its plain steps (4 at first,
+ * doubling up to 128 after each rejected probe; an accepted one is followed by another at once)
+ * so a change in acceptance is noticed; a probe writes at most 16 backlog rows.  The plan changes
+ * the work, never the tokens.
  *
  * Oracle mode (benchmarks only): the caller supplies the target's own continuation (from a
  * plain run of the same prompt and sampler); the MTP passes still run and are timed,
