@@ -33,8 +33,32 @@ for mode in plain mtp; do
   [ -n "$base" ] || { cat "$tmp/serve-$mode.log"; exit 1; }
   echo "== $mode"
   node "$NEXTN_SRC/tests/openai/choices.mjs" "$base" "$tmp/expect.json" $([ "$mode" = mtp ] && echo fixed-drafts) || fail=1
-  kill -TERM "${pids[-1]}"; wait "${pids[-1]}"; rc=$?
+  # SIGTERM with an n = 3 stream running (all three slots) and an n = 3 request queued behind it:
+  # the stream ends with the error event and [DONE], the queued request gets its 503
+  curl -sN --max-time 30 "$base/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "In the beginning", "max_tokens": -1, "ignore_eos": true, "temperature": 0, "n": 3, "stream": true}' \
+    >"$tmp/stream-$mode.txt" &
+  c1=$!
+  for _ in $(seq 100); do grep -q '"index":2' "$tmp/stream-$mode.txt" 2>/dev/null && break; sleep 0.05; done
+  curl -s --max-time 30 -o "$tmp/queued-$mode.json" -w '%{http_code}' "$base/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "n": 3}' >"$tmp/queued-$mode.code" &
+  c2=$!
+  sleep 0.3
+  t0=$(date +%s)
+  kill -TERM "${pids[-1]}"
+  # a choice left waiting would hold the server up: give it 8 s, then kill it (a failure below)
+  for _ in $(seq 80); do kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "${pids[-1]}" 2>/dev/null && kill -9 "${pids[-1]}"
+  wait "${pids[-1]}"; rc=$?
+  wait $c1 $c2
+  took=$(( $(date +%s) - t0 ))
+  last=$(tail -c 14 "$tmp/stream-$mode.txt" | head -c 12)
+  code=$(cat "$tmp/queued-$mode.code")
   check "$mode server exits 0" "[ $rc -eq 0 ]"
+  check "$mode: SIGTERM is answered at once (no choice left waiting; ${took} s)" '[ "$took" -le 5 ]'
+  check "$mode: the running n=3 stream (every index) ends with the 503 error event and [DONE]" \
+    'grep -q "server is shutting down" "$tmp/stream-$mode.txt" && grep -q "\"index\":1" "$tmp/stream-$mode.txt" && [ "$last" = "data: [DONE]" ]'
+  check "$mode: the queued n=3 request gets its 503" '[ "$code" = 503 ] && grep -q "shutting down" "$tmp/queued-$mode.json"'
   [ $rc -eq 0 ] || tail -n 60 "$tmp/serve-$mode.log"
 done
 exit $fail
