@@ -52,6 +52,7 @@ bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_co
 }
 
 const char *const nx_cli_kv_type_names[] = {"f16", "f32", "q8_0", "q4_0", NULL};
+const char *const nx_cli_spec_names[] = {"none", "mtp", NULL};
 
 void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p) {
     p->kv_type = (nextn_kv_type)(k >= 0 ? k : kv);

@@ -60,6 +60,47 @@ extern const char *const nx_cli_kv_type_names[];
 /* Sets p->kv_type / p->kv_type_v from the three choices above. */
 void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p);
 
+/* The sampling options of the commands that generate for one user (run, chat): rows writing the
+ * fields of a nextn_sampler_params `sp`, with its defaults in the help. */
+#define NX_CLI_SAMPLER_ARGS(sp)                                                                                     \
+    {"--temp", NULL, NX_ARG_FLOAT, &(sp).temp, "T", "temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false}, \
+        {"--top-k", NULL, NX_ARG_INT, &(sp).top_k, "N", "top-k, 0 off (default 40)", 0, 1e9, NULL, false},          \
+        {"--top-p", NULL, NX_ARG_FLOAT, &(sp).top_p, "P", "top-p, 1 off (default 0.95)", 0, 1, NULL, false},        \
+        {"--min-p", NULL, NX_ARG_FLOAT, &(sp).min_p, "P", "min-p, 0 off (default 0.05)", 0, 1, NULL, false},        \
+        {"--repeat-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_repeat, "X", "repetition penalty, 1 off (default 1.0)", \
+         1e-6, 1e6, NULL, false},                                                                                   \
+        {"--repeat-last-n", NULL, NX_ARG_INT, &(sp).penalty_last_n, "N", "penalty window, 0 off, -1 all (default 64)", \
+         -1, 1e9, NULL, false},                                                                                     \
+        {"--presence-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_present, "X", "presence penalty (default 0)", -1e6, \
+         1e6, NULL, false},                                                                                         \
+        {"--frequency-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_freq, "X", "frequency penalty (default 0)", -1e6,  \
+         1e6, NULL, false}
+
+/* The speculative-decoding options of run and chat: `choice` indexes nx_cli_spec_names (0 none,
+ * 1 mtp), `spec` is a nextn_spec_params, no_mtp / no_adaptive are bools. */
+extern const char *const nx_cli_spec_names[];
+#define NX_CLI_SPEC_ARGS(choice, spec, no_mtp, no_adaptive)                                                         \
+    {"--spec", NULL, NX_ARG_CHOICE, &(choice), "none|mtp", "speculative decoding with the MTP head (default none)", 0, \
+     0, nx_cli_spec_names, false},                                                                                  \
+        {"--draft-max", NULL, NX_ARG_INT, &(spec).draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, \
+         16, NULL, false},                                                                                          \
+        {"--draft-min", NULL, NX_ARG_INT, &(spec).draft_min, "N", "--spec: drop drafts shorter than N (default 0)", 0, \
+         16, NULL, false},                                                                                          \
+        {"--draft-p-min", NULL, NX_ARG_FLOAT, &(spec).draft_p_min, "P",                                              \
+         "--spec: stop drafting below this top probability (default 0)", 0, 1, NULL, false},                        \
+        {"--mtp-model", NULL, NX_ARG_STRING, &(spec).mtp_model, "FILE",                                              \
+         "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},                \
+        {"--no-mtp", NULL, NX_ARG_FLAG, &(no_mtp), NULL, "--spec: do not use an MTP head (plain decoding)", 0, 0, NULL, \
+         false},                                                                                                    \
+        {"--no-adaptive", NULL, NX_ARG_FLAG, &(no_adaptive), NULL, "--spec: always draft draft-max tokens (no cost model)", \
+         0, 0, NULL, false},                                                                                        \
+        {"--draft-vocab", NULL, NX_ARG_INT, &(spec).draft_vocab, "K",                                                \
+         "--spec: the draft head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt if that " \
+         "file is beside the model, else the V/4 lowest ids for 32768+ tokens, else all)",                          \
+         0, 1e9, NULL, false},                                                                                      \
+        {"--draft-vocab-file", NULL, NX_ARG_STRING, &(spec).draft_vocab_file, "FILE",                                \
+         "--spec: token frequencies from `nextn draft-vocab` (default: the K lowest ids)", 0, 0, NULL, false}
+
 /* Decodes n tokens of sequence `seq` starting at position pos0 in batches of at most n_batch,
  * logits only for the last token; *last_row receives that token's row in the last batch
  * (for nextn_get_logits). */

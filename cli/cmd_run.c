@@ -28,7 +28,6 @@ int cmd_run(int argc, char **argv) {
     bool chat = false, no_display_prompt = false, ignore_eos = false, print_ids = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
-    static const char *const spec_types[] = {"none", "mtp", NULL};
     int spec_choice = 0;
     nextn_spec_params spec = nextn_spec_default_params();
     bool no_mtp = false, no_adaptive = false, no_normalize = false;
@@ -40,14 +39,7 @@ int cmd_run(int argc, char **argv) {
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens (default 4096)", 1, 1 << 24, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
-        {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
-        {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "top-k, 0 off (default 40)", 0, 1e9, NULL, false},
-        {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "top-p, 1 off (default 0.95)", 0, 1, NULL, false},
-        {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "min-p, 0 off (default 0.05)", 0, 1, NULL, false},
-        {"--repeat-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_repeat, "X", "repetition penalty, 1 off (default 1.0)", 1e-6, 1e6, NULL, false},
-        {"--repeat-last-n", NULL, NX_ARG_INT, &sp.penalty_last_n, "N", "penalty window, 0 off, -1 all (default 64)", -1, 1e9, NULL, false},
-        {"--presence-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_present, "X", "presence penalty (default 0)", -1e6, 1e6, NULL, false},
-        {"--frequency-penalty", NULL, NX_ARG_FLOAT, &sp.penalty_freq, "X", "frequency penalty (default 0)", -1e6, 1e6, NULL, false},
+        NX_CLI_SAMPLER_ARGS(sp),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed (default: from the clock, printed)", 0, 0, NULL, false},
         {"--chat", NULL, NX_ARG_FLAG, &chat, NULL, "wrap the prompt as a user turn with the model's chat template", 0, 0, NULL, false},
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml); implies --chat", 0, 0, NULL, false},
@@ -55,15 +47,7 @@ int cmd_run(int argc, char **argv) {
         {"--no-display-prompt", NULL, NX_ARG_FLAG, &no_display_prompt, NULL, "do not echo the prompt", 0, 0, NULL, false},
         {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},
         {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the prompt's bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)", 0, 0, NULL, false},
-        {"--spec", NULL, NX_ARG_CHOICE, &spec_choice, "none|mtp", "speculative decoding with the MTP head (default none)", 0, 0, spec_types, false},
-        {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
-        {"--draft-min", NULL, NX_ARG_INT, &spec.draft_min, "N", "--spec: drop drafts shorter than N (default 0)", 0, 16, NULL, false},
-        {"--draft-p-min", NULL, NX_ARG_FLOAT, &spec.draft_p_min, "P", "--spec: stop drafting below this top probability (default 0)", 0, 1, NULL, false},
-        {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
-        {"--no-mtp", NULL, NX_ARG_FLAG, &no_mtp, NULL, "--spec: do not use an MTP head (plain decoding)", 0, 0, NULL, false},
-        {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
-        {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt if that file is beside the model, else the V/4 lowest ids for 32768+ tokens, else all)", 0, 1e9, NULL, false},
-        {"--draft-vocab-file", NULL, NX_ARG_STRING, &spec.draft_vocab_file, "FILE", "--spec: token frequencies from `nextn draft-vocab` (default: the K lowest ids)", 0, 0, NULL, false},
+        NX_CLI_SPEC_ARGS(spec_choice, spec, no_mtp, no_adaptive),
     };
     const size_t n_args = NX_ARGS_LEN(args);
     int rc = nx_args_parse(CMD, "-m FILE (-p TEXT | --tokens IDS) [-n N] [options]", args, n_args, argc, argv);
