@@ -638,6 +638,75 @@ static void test_cost_model_falls_back(void **state) {
     nx_ctx_free(c);
 }
 
+/* Costs that double after the 20th verify (the machine's load changed): the estimates of what
+ * the model no longer does go stale.  A verify of r rows costs 1 + 0.1 (r - 1), a draft pass
+ * 0.02 + 0.01 per extra row (a large model: the MTP pass is one layer of many), times the level. */
+typedef struct load_step { int verifies; } load_step;
+static double load_step_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
+    load_step *ls = user;
+    const double level = ls->verifies > 20 ? 2.0 : 1.0;
+    if (kind == NX_SPEC_COST_VERIFY) ls->verifies++;
+    (void)rows_per_seq;
+    return level * (kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * (rows - 1) : 0.02 + 0.01 * (rows - 1));
+}
+
+/* Nothing accepted (random weights) while the load doubles: the 1-row verify estimate follows
+ * the plain steps, the 2-row one stays at its old value until a probe re-measures it, so by the
+ * estimates a one-draft step looks cheap.  The model must still draft on few steps (probes):
+ * without the timing-free rule "no recent acceptance -> plain but for probes" (plan_step) it
+ * drafted on more than 10 % of them and failed. */
+static void test_cost_model_stale_costs(void **state) {
+    fixture *f = *state;
+    enum { G = 160 };
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_snapshots = 3;
+    nx_ctx *c;
+    nx_mtp *m;
+    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
+    assert_true(nx_mtp_create(&m, f->head, 256, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    /* an oracle that is always wrong: drafts (t + 1) % V of the plain continuation */
+    nx_ctx *ref;
+    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
+    int32_t prompt[2] = {3, 4}, pos2[2] = {0, 1}, oracle[G + 16];
+    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
+    assert_true(nx_forward(ref, &b2, &err));
+    oracle[0] = prompt[0];
+    oracle[1] = prompt[1];
+    for (int i = 2; i < G + 16; i++) {
+        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), V), p = i;
+        oracle[i] = (t + 1) % V;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        assert_true(nx_forward(ref, &b1, &err));
+    }
+    nx_ctx_free(ref);
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = 3;
+    nx_spec *s;
+    load_step ls = {0};
+    assert_true(nx_spec_create(&s, c, m, &sp, &err));
+    nx_spec_set_cost_fn(s, load_step_cost, &ls);
+    assert_true(nx_spec_set_oracle(s, 0, oracle, G + 16, &err));
+    const int32_t *pr = prompt;
+    int32_t np = 2, first, out[4], n_out, emitted = 1;
+    assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
+    while (emitted < G) {
+        int32_t max_out = G - emitted;
+        if (!nx_spec_step(s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
+        emitted += n_out;
+    }
+    const nx_spec_stats *st = nx_spec_get_stats(s);
+    printf("stale costs, nothing accepted: %lld of %lld steps drafted\n", (long long)st->spec_steps,
+           (long long)st->steps);
+    assert_int_equal(st->accepted, 0);
+    assert_true(st->spec_steps * 10 <= st->steps);
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
 /* The reverse: drafts that are all wrong for a while, then all right (an oracle that is wrong
  * for the first 30 tokens), under the adaptive cost model with synthetic costs: the output must
  * stay plain greedy decoding through the plain stretch, its catch-up passes and the return to
@@ -1223,6 +1292,7 @@ int main(void) {
         cmocka_unit_test(test_cost_model_falls_back),
         cmocka_unit_test(test_cost_model_recovers),
         cmocka_unit_test(test_cost_model_per_sequence),
+        cmocka_unit_test(test_cost_model_stale_costs),
         cmocka_unit_test(test_cost_model_correlated_acceptance),
         cmocka_unit_test(test_driver_without_mtp),
         cmocka_unit_test(test_bad_params),
