@@ -39,11 +39,14 @@ for mode in plain mtp; do
     -d '{"prompt": "In the beginning", "max_tokens": -1, "ignore_eos": true, "temperature": 0, "n": 3, "stream": true}' \
     >"$tmp/stream-$mode.txt" &
   c1=$!
-  for _ in $(seq 100); do grep -q '"index":2' "$tmp/stream-$mode.txt" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 400); do grep -q '"index":2' "$tmp/stream-$mode.txt" 2>/dev/null && break; sleep 0.05; done
   curl -s --max-time 30 -o "$tmp/queued-$mode.json" -w '%{http_code}' "$base/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "n": 3}' >"$tmp/queued-$mode.code" &
   c2=$!
-  sleep 0.3
+  # SIGTERM only once the n=3 request is queued (nextn:requests_deferred), not after a fixed pause
+  for _ in $(seq 200); do
+    curl -s --max-time 5 "$base/metrics" | grep -q '^nextn:requests_deferred 1$' && break; sleep 0.05
+  done
   t0=$(date +%s)
   kill -TERM "${pids[-1]}"
   # a choice left waiting would hold the server up: give it 8 s, then kill it (a failure below)
