@@ -90,14 +90,6 @@ uint16_t nx_f32_to_bf16(float f) {
     return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-/* Nearest integer, ties to even, for |v| < 2^22: adding 1.5 * 2^23 pushes the fraction out of
- * the mantissa under the default rounding mode and leaves the integer in the low bits. */
-static inline int round_even(float v) {
-    float t = v + 12582912.0f;
-    uint32_t u = f32_bits(t);
-    return (int)(u & 0x007FFFFFu) - 0x00400000;
-}
-
 /* ------------------------------------------------------------------------------------------
  * Plain formats
  * ------------------------------------------------------------------------------------------ */
@@ -172,8 +164,7 @@ static float asymmetric_codes(const float *x, int nmax, uint8_t *q, float *min_o
     return d;
 }
 
-/* Packs 32 codes as nibbles (element j low, j+16 high) and, for 5-bit codes, bit 4 into qh. */
-static void pack_nibbles(const uint8_t *q, uint8_t *qs, uint8_t *qh) {
+void nx_pack_nibbles(const uint8_t q[NX_QK], uint8_t qs[NX_QK / 2], uint8_t *qh) {
     uint32_t h = 0;
     for (int j = 0; j < NX_QK / 2; j++) {
         qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
@@ -188,7 +179,7 @@ void nx_from_float_q4_0(const float *src, void *dst, int64_t n) {
     uint8_t q[NX_QK];
     for (int64_t i = 0; i < n / NX_QK; i++) {
         y[i].d = nx_f32_to_f16(symmetric_codes(src + i * NX_QK, 8, q));
-        pack_nibbles(q, y[i].qs, NULL);
+        nx_pack_nibbles(q, y[i].qs, NULL);
     }
 }
 
@@ -212,7 +203,7 @@ void nx_from_float_q4_1(const float *src, void *dst, int64_t n) {
         float d = asymmetric_codes(src + i * NX_QK, 15, q, &min);
         y[i].d = nx_f32_to_f16(d);
         y[i].m = nx_f32_to_f16(min);
-        pack_nibbles(q, y[i].qs, NULL);
+        nx_pack_nibbles(q, y[i].qs, NULL);
     }
 }
 
@@ -233,7 +224,7 @@ void nx_from_float_q5_0(const float *src, void *dst, int64_t n) {
     uint8_t q[NX_QK];
     for (int64_t i = 0; i < n / NX_QK; i++) {
         y[i].d = nx_f32_to_f16(symmetric_codes(src + i * NX_QK, 16, q));
-        pack_nibbles(q, y[i].qs, y[i].qh);
+        nx_pack_nibbles(q, y[i].qs, y[i].qh);
     }
 }
 
@@ -261,7 +252,7 @@ void nx_from_float_q5_1(const float *src, void *dst, int64_t n) {
         float d = asymmetric_codes(src + i * NX_QK, 31, q, &min);
         y[i].d = nx_f32_to_f16(d);
         y[i].m = nx_f32_to_f16(min);
-        pack_nibbles(q, y[i].qs, y[i].qh);
+        nx_pack_nibbles(q, y[i].qs, y[i].qh);
     }
 }
 
@@ -360,7 +351,7 @@ float nx_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t 
     float scale = 1 / iscale;
     float best_error = 0;
     for (int i = 0; i < n; i++) {
-        int l = round_even(iscale * (x[i] - min));
+        int l = nx_round_even(iscale * (x[i] - min));
         L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         float diff = scale * L[i] + min - x[i];
         best_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
@@ -369,7 +360,7 @@ float nx_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t 
         iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = round_even(iscale * (x[i] - min));
+            int l = nx_round_even(iscale * (x[i] - min));
             l = l < 0 ? 0 : l > nmax ? nmax : l;
             aux[i] = (uint8_t)l;
             sum_l += w[i] * (float)l;
@@ -401,8 +392,7 @@ float nx_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t 
     return scale;
 }
 
-/* Packs the eight 6-bit scales and mins of a q4_K/q5_K block (inverse of nx_k4_scale_min). */
-static void pack_k4_scales(const uint8_t *ls, const uint8_t *lm, uint8_t *scales) {
+void nx_pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[NX_K_SCALE_SIZE]) {
     memset(scales, 0, NX_K_SCALE_SIZE);
     for (int j = 0; j < 8; j++) {
         if (j < 4) {
@@ -440,12 +430,12 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, int nst
     uint8_t ls[8], lm[8];
     for (int j = 0; j < 8; j++) {
         /* the reference stores the rounded value in a uint8_t before clamping to 63 */
-        uint8_t s = (uint8_t)round_even(inv_scale * sub_scale[j]);
-        uint8_t m = (uint8_t)round_even(inv_min * sub_min[j]);
+        uint8_t s = (uint8_t)nx_round_even(inv_scale * sub_scale[j]);
+        uint8_t m = (uint8_t)nx_round_even(inv_min * sub_min[j]);
         ls[j] = s < 63 ? s : 63;
         lm[j] = m < 63 ? m : 63;
     }
-    pack_k4_scales(ls, lm, scales);
+    nx_pack_k4_scales(ls, lm, scales);
     *d_out = nx_f32_to_f16(max_scale / 63.f);
     *dmin_out = nx_f32_to_f16(max_min / 63.f);
     const float d_super = nx_f16_to_f32(*d_out), dmin_super = nx_f16_to_f32(*dmin_out);
@@ -456,7 +446,7 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, int nst
         if (!d) continue; /* keep the codes of the fit */
         const float dm = dmin_super * m;
         for (int i = 0; i < 32; i++) {
-            int l = round_even((x[32 * j + i] + dm) / d);
+            int l = nx_round_even((x[32 * j + i] + dm) / d);
             L[32 * j + i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
         }
     }
@@ -548,7 +538,7 @@ static float fit_scale_q6(const float *x, int8_t *L) {
     float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = round_even(iscale * x[i]);
+        int l = nx_round_even(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
         L[i] = (int8_t)(l + nmax);
         float w = x[i] * x[i];
@@ -562,7 +552,7 @@ static float fit_scale_q6(const float *x, int8_t *L) {
         iscale = -(nmax + 0.1f * (float)is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = round_even(iscale * x[i]);
+            int l = nx_round_even(iscale * x[i]);
             l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
             float w = x[i] * x[i];
             sumlx += w * x[i] * (float)l;
@@ -570,7 +560,7 @@ static float fit_scale_q6(const float *x, int8_t *L) {
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) {
-                int l = round_even(iscale * x[i]);
+                int l = nx_round_even(iscale * x[i]);
                 L[i] = (int8_t)(nmax + (l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l));
             }
             scale = sumlx / suml2;
@@ -601,7 +591,7 @@ void nx_from_float_q6_K(const float *src, void *dst, int64_t n) {
         const float iscale = -128.f / max_scale;
         y[i].d = nx_f32_to_f16(1 / iscale);
         for (int ib = 0; ib < 16; ib++) {
-            int s = round_even(iscale * scales[ib]);
+            int s = nx_round_even(iscale * scales[ib]);
             y[i].scales[ib] = (int8_t)(s < 127 ? s : 127);
         }
         const float d_super = nx_f16_to_f32(y[i].d);
@@ -609,7 +599,7 @@ void nx_from_float_q6_K(const float *src, void *dst, int64_t n) {
             const float d = d_super * y[i].scales[j];
             if (!d) continue;
             for (int ii = 0; ii < 16; ii++) {
-                int l = round_even(x[16 * j + ii] / d);
+                int l = nx_round_even(x[16 * j + ii] / d);
                 l = l < -32 ? -32 : l > 31 ? 31 : l;
                 L[16 * j + ii] = (int8_t)(l + 32);
             }
@@ -675,7 +665,7 @@ void nx_from_float_q8_K_scalar(const float *src, void *dst, int64_t n) {
         /* -127/max (not -128) so that the extreme element is -127 and never -128 */
         const float iscale = -127.f / max;
         for (int j = 0; j < NX_QK_K; j++) {
-            int v = round_even(iscale * x[j]);
+            int v = nx_round_even(iscale * x[j]);
             y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
         }
         for (int j = 0; j < 16; j++) {

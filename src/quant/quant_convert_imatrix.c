@@ -27,15 +27,6 @@
 
 #define EPS_ZERO 1e-15f /* a group whose largest |x| is below this is all zero */
 
-static inline int round_even(float v) {
-    float t = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &t, sizeof u);
-    return (int)(u & 0x007FFFFFu) - 0x00400000;
-}
-
-static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 /* Symmetric weighted fit of n values to codes l in [-nmax, nmax - 1] (stored as l + nmax in L):
  * the grid -nmax / max (max = the value of largest magnitude), then 18 grids
  * -(nmax + 0.1 is) / max, is = -9..9 without 0, keeping the least-squares scale of the grid
@@ -56,7 +47,7 @@ static float nx_fit_sym(int n, int nmax, const float *x, int8_t *L, const float 
     float iscale = (float)-nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        const int l = clampi(round_even(iscale * x[i]), -nmax, nmax - 1);
+        const int l = nx_clampi(nx_round_even(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
         sumlx += w[i] * x[i] * (float)l;
         suml2 += w[i] * (float)l * (float)l;
@@ -68,12 +59,12 @@ static float nx_fit_sym(int n, int nmax, const float *x, int8_t *L, const float 
         iscale = -((float)nmax + 0.1f * (float)is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            const int l = clampi(round_even(iscale * x[i]), -nmax, nmax - 1);
+            const int l = nx_clampi(nx_round_even(iscale * x[i]), -nmax, nmax - 1);
             sumlx += w[i] * x[i] * (float)l;
             suml2 += w[i] * (float)l * (float)l;
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(round_even(iscale * x[i]), -nmax, nmax - 1));
+            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + nx_clampi(nx_round_even(iscale * x[i]), -nmax, nmax - 1));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -95,7 +86,7 @@ static float fit_pos(int n, int nmax, const float *x, uint8_t *L, const float *w
         return 0.f;
     }
     float iscale = (float)nmax / max;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)round_even(iscale * x[i]);
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)nx_round_even(iscale * x[i]);
     const float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; i++) {
@@ -108,7 +99,7 @@ static float fit_pos(int n, int nmax, const float *x, uint8_t *L, const float *w
         const float scale_is = 1 / iscale_is;
         float mse = 0;
         for (int i = 0; i < n; i++) {
-            int l = round_even(iscale_is * x[i]);
+            int l = nx_round_even(iscale_is * x[i]);
             l = l < nmax ? l : nmax;
             const float diff = x[i] - scale_is * (float)l;
             mse += w[i] * diff * diff;
@@ -120,7 +111,7 @@ static float fit_pos(int n, int nmax, const float *x, uint8_t *L, const float *w
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = round_even(iscale * x[i]);
+        int l = nx_round_even(iscale * x[i]);
         l = l < nmax ? l : nmax;
         L[i] = (uint8_t)l;
         sumlx += w[i] * x[i] * (float)l;
@@ -132,7 +123,7 @@ static float fit_pos(int n, int nmax, const float *x, uint8_t *L, const float *w
             float slx = sumlx - w[i] * x[i] * (float)L[i];
             float sl2 = suml2 - w[i] * (float)L[i] * (float)L[i];
             if (slx > 0 && sl2 > 0) {
-                int new_l = round_even(x[i] * sl2 / slx);
+                int new_l = nx_round_even(x[i] * sl2 / slx);
                 new_l = new_l < nmax ? new_l : nmax;
                 if (new_l != L[i]) {
                     slx += w[i] * x[i] * (float)new_l;
@@ -165,36 +156,30 @@ static void imatrix_weights(int n, const float *x, const float *qw, float sigma2
 
 /* ---- 32-element formats (sigma2 over the whole row) ------------------------------------------ */
 
+/* q4_0 (nmax 8) / q5_0 (nmax 16): per block the symmetric fit; codes (l + nmax, >= 0) in L. */
+static uint16_t fit_block_0(const float *x, const float *qw, float sigma2, int nmax, uint8_t *L) {
+    float w[NX_QK];
+    imatrix_weights(NX_QK, x, qw, sigma2, w);
+    return nx_f32_to_f16(nx_fit_sym(NX_QK, nmax, x, (int8_t *)L, w));
+}
+
 void nx_from_float_w_q4_0(const float *src, void *dst, int64_t n, const float *qw) {
     nx_block_q4_0 *y = dst;
     const float sigma2 = sum_sq(src, n) / (float)n;
-    float w[NX_QK];
-    int8_t L[NX_QK];
+    uint8_t L[NX_QK];
     for (int64_t b = 0; b < n / NX_QK; b++) {
-        const float *x = src + b * NX_QK;
-        imatrix_weights(NX_QK, x, qw + b * NX_QK, sigma2, w);
-        y[b].d = nx_f32_to_f16(nx_fit_sym(NX_QK, 8, x, L, w));
-        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+        y[b].d = fit_block_0(src + b * NX_QK, qw + b * NX_QK, sigma2, 8, L);
+        nx_pack_nibbles(L, y[b].qs, NULL);
     }
 }
 
 void nx_from_float_w_q5_0(const float *src, void *dst, int64_t n, const float *qw) {
     nx_block_q5_0 *y = dst;
     const float sigma2 = sum_sq(src, n) / (float)n;
-    float w[NX_QK];
-    int8_t L[NX_QK];
+    uint8_t L[NX_QK];
     for (int64_t b = 0; b < n / NX_QK; b++) {
-        const float *x = src + b * NX_QK;
-        imatrix_weights(NX_QK, x, qw + b * NX_QK, sigma2, w);
-        y[b].d = nx_f32_to_f16(nx_fit_sym(NX_QK, 16, x, L, w));
-        uint32_t qh = 0;
-        for (int j = 0; j < 16; j++) {
-            const uint8_t a = (uint8_t)L[j], c = (uint8_t)L[j + 16];
-            y[b].qs[j] = (uint8_t)((a & 0x0F) | ((c & 0x0F) << 4));
-            qh |= (uint32_t)((a & 0x10u) >> 4) << j;
-            qh |= (uint32_t)((c & 0x10u) >> 4) << (j + 16);
-        }
-        memcpy(y[b].qh, &qh, sizeof qh);
+        y[b].d = fit_block_0(src + b * NX_QK, qw + b * NX_QK, sigma2, 16, L);
+        nx_pack_nibbles(L, y[b].qs, y[b].qh);
     }
 }
 
@@ -215,7 +200,7 @@ void nx_from_float_w_q4_1(const float *src, void *dst, int64_t n, const float *q
     uint8_t L[NX_QK];
     for (int64_t b = 0; b < n / NX_QK; b++) {
         fit_block_1(src + b * NX_QK, qw + b * NX_QK, sigma2, 15, &y[b].d, &y[b].m, L);
-        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+        nx_pack_nibbles(L, y[b].qs, NULL);
     }
 }
 
@@ -225,13 +210,7 @@ void nx_from_float_w_q5_1(const float *src, void *dst, int64_t n, const float *q
     uint8_t L[NX_QK];
     for (int64_t b = 0; b < n / NX_QK; b++) {
         fit_block_1(src + b * NX_QK, qw + b * NX_QK, sigma2, 31, &y[b].d, &y[b].m, L);
-        uint32_t qh = 0;
-        for (int j = 0; j < 16; j++) {
-            y[b].qs[j] = (uint8_t)((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
-            qh |= (uint32_t)((L[j] & 0x10u) >> 4) << j;
-            qh |= (uint32_t)((L[j + 16] & 0x10u) >> 4) << (j + 16);
-        }
-        memcpy(y[b].qh, &qh, sizeof qh);
+        nx_pack_nibbles(L, y[b].qs, y[b].qh);
     }
 }
 
@@ -257,17 +236,7 @@ static void k4_superblock_w(const float *x, const float *qw, int nmax, uint16_t 
         ls[j] = ls[j] < 63 ? ls[j] : 63; /* fit_pos caps at nmax: a no-op kept from q5_K's rule */
         lm[j] = lm[j] < 63 ? lm[j] : 63;
     }
-    memset(scales, 0, NX_K_SCALE_SIZE);
-    for (int j = 0; j < 8; j++) {
-        if (j < 4) {
-            scales[j] = ls[j];
-            scales[j + 4] = lm[j];
-        } else {
-            scales[j + 4] = (uint8_t)((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
-            scales[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
-            scales[j] |= (uint8_t)((lm[j] >> 4) << 6);
-        }
-    }
+    nx_pack_k4_scales(ls, lm, scales);
     *d_out = nx_f32_to_f16(d_block);
     *dmin_out = nx_f32_to_f16(m_block);
     const float d_super = nx_f16_to_f32(*d_out), dmin_super = nx_f16_to_f32(*dmin_out);
@@ -277,7 +246,7 @@ static void k4_superblock_w(const float *x, const float *qw, int nmax, uint16_t 
         const float d = d_super * sc;
         if (!d) continue; /* keep the codes of the fit */
         const float dm = dmin_super * m;
-        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)clampi(round_even((x[32 * j + i] + dm) / d), 0, nmax);
+        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)nx_clampi(nx_round_even((x[32 * j + i] + dm) / d), 0, nmax);
     }
 }
 
@@ -335,14 +304,14 @@ void nx_from_float_w_q6_K(const float *src, void *dst, int64_t n, const float *q
         const float iscale = -128.f / max_scale;
         y[i].d = nx_f32_to_f16(1 / iscale);
         for (int ib = 0; ib < 16; ib++) {
-            const int s = round_even(iscale * scales[ib]);
+            const int s = nx_round_even(iscale * scales[ib]);
             y[i].scales[ib] = (int8_t)(s < 127 ? s : 127);
         }
         const float d_super = nx_f16_to_f32(y[i].d);
         for (int j = 0; j < 16; j++) {
             const float d = d_super * y[i].scales[j];
             if (!d) continue;
-            for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (int8_t)(clampi(round_even(x[16 * j + ii] / d), -32, 31) + 32);
+            for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (int8_t)(nx_clampi(nx_round_even(x[16 * j + ii] / d), -32, 31) + 32);
         }
         for (int h = 0; h < 2; h++) {
             const int8_t *Lh = L + 128 * h;
@@ -388,7 +357,7 @@ void nx_from_float_w_q2_K(const float *src, void *dst, int64_t n, const float *q
             const float d = d_super * (float)(y[i].scales[j] & 0xF);
             if (!d) continue;
             const float m = m_super * (float)(y[i].scales[j] >> 4);
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)clampi(round_even((x[16 * j + l] + m) / d), 0, 3);
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)nx_clampi(nx_round_even((x[16 * j + l] + m) / d), 0, 3);
         }
         pack_2bit(L, y[i].qs);
     }
@@ -423,7 +392,7 @@ void nx_from_float_w_q3_K(const float *src, void *dst, int64_t n, const float *q
             const int sc = (lo | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
             const float d = d_super * (float)sc;
             if (!d) continue;
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)(clampi(round_even(x[16 * j + l] / d), -4, 3) + 4);
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)(nx_clampi(nx_round_even(x[16 * j + l] / d), -4, 3) + 4);
         }
         /* bit 2 of code j goes to hmask[j % 32], bit j / 32 */
         memset(y[i].hmask, 0, sizeof y[i].hmask);

@@ -15,16 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Nearest integer, ties to even, for |v| < 2^22 (as quant_convert.c's round_even). */
-static inline int round_even(float v) {
-    float t = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &t, sizeof u);
-    return (int)(u & 0x007FFFFFu) - 0x00400000;
-}
-
-static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 /* Packs 256 2-bit codes (low two bits of L) into qs[64] in the q2_K / q3_K order. */
 static void pack_2bit(const uint8_t *L, uint8_t *qs) {
     for (int h = 0; h < 2; h++)
@@ -50,7 +40,7 @@ void nx_from_float_q2_K(const float *src, void *dst, int64_t n) {
         }
         if (max_scale > 0) {
             const float iscale = 15.f / max_scale;
-            for (int j = 0; j < 16; j++) y[i].scales[j] = (uint8_t)round_even(iscale * scales[j]);
+            for (int j = 0; j < 16; j++) y[i].scales[j] = (uint8_t)nx_round_even(iscale * scales[j]);
             y[i].d = nx_f32_to_f16(max_scale / 15.f);
         } else {
             memset(y[i].scales, 0, sizeof y[i].scales);
@@ -58,7 +48,7 @@ void nx_from_float_q2_K(const float *src, void *dst, int64_t n) {
         }
         if (max_min > 0) {
             const float iscale = 15.f / max_min;
-            for (int j = 0; j < 16; j++) y[i].scales[j] |= (uint8_t)(round_even(iscale * mins[j]) << 4);
+            for (int j = 0; j < 16; j++) y[i].scales[j] |= (uint8_t)(nx_round_even(iscale * mins[j]) << 4);
             y[i].dmin = nx_f32_to_f16(max_min / 15.f);
         } else {
             y[i].dmin = nx_f32_to_f16(0.f);
@@ -67,7 +57,7 @@ void nx_from_float_q2_K(const float *src, void *dst, int64_t n) {
             const float d = nx_f16_to_f32(y[i].d) * (float)(y[i].scales[j] & 0xF);
             if (!d) continue; /* keep the codes of the fit */
             const float dm = nx_f16_to_f32(y[i].dmin) * (float)(y[i].scales[j] >> 4);
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)clampi(round_even((x[16 * j + l] + dm) / d), 0, 3);
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)nx_clampi(nx_round_even((x[16 * j + l] + dm) / d), 0, 3);
         }
         pack_2bit(L, y[i].qs);
     }
@@ -109,7 +99,7 @@ static float fit_q3(const float *x, int8_t *L) {
     const float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        const int l = clampi(round_even(iscale * x[i]), -nmax, nmax - 1);
+        const int l = nx_clampi(nx_round_even(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
         sumlx += w * x[i] * (float)l;
@@ -122,7 +112,7 @@ static float fit_q3(const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * (float)L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-                const int new_l = clampi(round_even(x[i] * sl2 / slx), -nmax, nmax - 1);
+                const int new_l = nx_clampi(nx_round_even(x[i] * sl2 / slx), -nmax, nmax - 1);
                 if (new_l != L[i]) {
                     slx += w * x[i] * (float)new_l;
                     sl2 += w * (float)new_l * (float)new_l;
@@ -160,7 +150,7 @@ void nx_from_float_q3_K(const float *src, void *dst, int64_t n) {
         if (max_scale) {
             const float iscale = -32.f / max_scale;
             for (int j = 0; j < 16; j++) {
-                const int l = clampi((int8_t)round_even(iscale * scales[j]), -32, 31) + 32;
+                const int l = nx_clampi((int8_t)nx_round_even(iscale * scales[j]), -32, 31) + 32;
                 if (j < 8) y[i].scales[j] = (uint8_t)(l & 0xF);
                 else y[i].scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
                 y[i].scales[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
@@ -174,7 +164,7 @@ void nx_from_float_q3_K(const float *src, void *dst, int64_t n) {
         for (int j = 0; j < 16; j++) {
             const float d = nx_f16_to_f32(y[i].d) * (float)((int)s[j] - 32);
             if (!d) continue;
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)(clampi(round_even(x[16 * j + l] / d), -4, 3) + 4);
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (int8_t)(nx_clampi(nx_round_even(x[16 * j + l] / d), -4, 3) + 4);
         }
         memset(y[i].hmask, 0, sizeof y[i].hmask);
         uint8_t low[NX_QK_K];
@@ -334,7 +324,7 @@ static void iq4_xs_row(const float *src, void *dst, int64_t n, const float *qw) 
         y[i].scales_h = 0;
         const float id = d ? 1 / d : 0.f;
         for (int ib = 0; ib < 8; ib++) {
-            int l = clampi(round_even(id * scales[ib]), -32, 31);
+            int l = nx_clampi(nx_round_even(id * scales[ib]), -32, 31);
             const float dl = d * (float)l;
             const float idl = dl ? 1 / dl : 0.f;
             for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4_index(idl * x[32 * ib + j]);

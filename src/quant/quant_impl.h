@@ -9,6 +9,29 @@
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
 
+#include <string.h>
+
+/* ---- rounding and packing rules shared by the quantisers (quant_convert*.c) ---- */
+
+/* Nearest integer, ties to even, for |v| < 2^22: adding 1.5 * 2^23 pushes the fraction out of
+ * the mantissa under the default rounding mode and leaves the integer in the low bits. */
+static inline int nx_round_even(float v) {
+    float t = v + 12582912.0f;
+    uint32_t u;
+    memcpy(&u, &t, sizeof u);
+    return (int)(u & 0x007FFFFFu) - 0x00400000;
+}
+
+static inline int nx_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Packs the 32 codes q[] of a q4_0/q4_1/q5_0/q5_1 block as nibbles (element j low, j + 16 high)
+ * and, where qh is not NULL (5-bit codes), bit 4 of each code into the 4-byte qh field. */
+void nx_pack_nibbles(const uint8_t q[NX_QK], uint8_t qs[NX_QK / 2], uint8_t *qh);
+
+/* Packs the eight 6-bit scales ls[] and mins lm[] of a q4_K/q5_K super-block into its 12-byte
+ * scales field (inverse of nx_k4_scale_min). */
+void nx_pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[NX_K_SCALE_SIZE]);
+
 /* ---- to_float / from_float (quant_convert.c) ---- */
 void nx_to_float_f32(const void *src, float *dst, int64_t n);
 void nx_from_float_f32(const float *src, void *dst, int64_t n);
