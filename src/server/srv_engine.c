@@ -419,22 +419,31 @@ static bool slot_setup(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     return true;
 }
 
-/* Puts r into slot s (the queue's reference becomes the slot's).  A request whose client went
- * away meanwhile is finished (499) and the slot stays free. */
-static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
+/* The start of every admission: slot s takes r (the queue's reference becomes the slot's) in
+ * `state`, with a reference to `lead` (the first choice whose prompt state s waits for) unless
+ * NULL.  A request whose client went away meanwhile is finished (499), the slot is released and
+ * false returned. */
+static bool slot_claim(nx_srv_engine *e, slot *s, nx_srv_req *r, slot_state state, nx_srv_req *lead) {
     memset(s, 0, sizeof *s);
     s->req = r;
     s->row = -1;
-    s->state = SLOT_PREFILL;
+    s->state = state;
+    if (lead) {
+        nx_srv_req_ref(lead);
+        s->lead = lead;
+    }
     pthread_mutex_lock(&r->mu);
     r->t_start = nx_time_s();
     const bool cancelled = r->cancelled;
     if (cancelled && !r->done) nx_srv_req_fail_locked(r, 499, "cancelled by the client");
     pthread_mutex_unlock(&r->mu);
-    if (cancelled) {
-        slot_release(e, s);
-        return false;
-    }
+    if (cancelled) slot_release(e, s);
+    return !cancelled;
+}
+
+/* Puts r into slot s and prepares its prompt cache (the slot stays free if the client went away). */
+static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
+    if (!slot_claim(e, s, r, SLOT_PREFILL, NULL)) return false;
     const int32_t reused = cache_prepare(e, (int32_t)(s - e->slots), r);
     s->n_fed = reused;
     pthread_mutex_lock(&r->mu);
@@ -447,21 +456,7 @@ static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
  * s: it waits (SLOT_SHARE) for the prompt state of the first choice `lead` (share_prompts). */
 static void slot_admit_choice(nx_srv_engine *e, slot *s, nx_srv_req *r, nx_srv_req *lead) {
     const int32_t i = (int32_t)(s - e->slots);
-    memset(s, 0, sizeof *s);
-    s->req = r;
-    s->row = -1;
-    s->state = SLOT_SHARE;
-    nx_srv_req_ref(lead);
-    s->lead = lead;
-    pthread_mutex_lock(&r->mu);
-    r->t_start = nx_time_s();
-    const bool cancelled = r->cancelled;
-    if (cancelled && !r->done) nx_srv_req_fail_locked(r, 499, "cancelled by the client");
-    pthread_mutex_unlock(&r->mu);
-    if (cancelled) {
-        slot_release(e, s);
-        return;
-    }
+    if (!slot_claim(e, s, r, SLOT_SHARE, lead)) return;
     e->cache[i].used = ++e->n_admitted;
     cache_forget(e, i); /* the sequence is replaced by the shared prompt state */
     slot_setup(e, s, r);
