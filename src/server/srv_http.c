@@ -591,6 +591,56 @@ static bool parse_choice(nx_server *s, const char *body, size_t len, bool chat, 
     return ok;
 }
 
+/* Waits until r is done, watching the client: one that hangs up cancels r.  Returns false when
+ * the client went away. */
+static bool wait_done(nx_server *s, struct MHD_Connection *c, nx_srv_req *r) {
+    pthread_mutex_lock(&r->mu);
+    bool gone = false;
+    double next_check = nx_time_s() + POLL_S;
+    while (!r->done) {
+        nx_srv_req_wait_locked(r, POLL_S);
+        if (gone || r->done || nx_time_s() < next_check) continue;
+        next_check = nx_time_s() + POLL_S;
+        pthread_mutex_unlock(&r->mu);
+        gone = client_gone(c);
+        if (gone) nx_srv_engine_cancel(s->engine, r);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return !gone;
+}
+
+/* Waits for every request of rs[0..n) (the choices or prompts of one HTTP request), watching the
+ * client: when it hangs up, all of them are cancelled and still waited for (so their results
+ * are final when read).  Returns false if the client went away. */
+static bool wait_all(nx_server *s, struct MHD_Connection *c, nx_srv_req *const *rs, int n) {
+    bool gone = false;
+    for (int k = 0; k < n && !gone; k++) gone = !wait_done(s, c, rs[k]);
+    if (!gone) return true;
+    for (int k = 0; k < n; k++) nx_srv_engine_cancel(s->engine, rs[k]);
+    for (int k = 0; k < n; k++) {
+        pthread_mutex_lock(&rs[k]->mu);
+        while (!rs[k]->done) nx_srv_req_wait_locked(rs[k], POLL_S);
+        pthread_mutex_unlock(&rs[k]->mu);
+    }
+    return false;
+}
+
+/* Queues the event stream st (which then owns the request's reference) as the 200 answer. */
+static enum MHD_Result queue_sse(nx_server *s, struct MHD_Connection *c, conn *cn, sse *st) {
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
+    if (!resp) {
+        sse_free(st);
+        return MHD_NO;
+    }
+    add_headers(s, c, resp, "text/event-stream", 200);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    cn->status = 200;
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* POST /v1/completions and /v1/chat/completions.  With "n" > 1 every choice is a request of its
  * own, parsed from the same body, choice k sampling with seed + k (so it equals an n = 1
  * request with that seed); the first carries the others and the engine runs them as a group
@@ -661,35 +711,9 @@ static enum MHD_Result handle_generate(nx_server *s, struct MHD_Connection *c, c
                 sse_free(st);
                 return reply_error(s, c, cn, 500, "out of memory");
             }
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
-        if (!resp) {
-            sse_free(st);
-            return MHD_NO;
-        }
-        add_headers(s, c, resp, "text/event-stream", 200);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        cn->status = 200;
-        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return queue_sse(s, c, cn, st);
     }
-    /* wait for every choice, watching the client: one that hangs up cancels them all */
-    bool gone = false;
-    for (int k = 0; k < n; k++) {
-        pthread_mutex_lock(&rs[k]->mu);
-        double next_check = nx_time_s() + POLL_S;
-        while (!rs[k]->done) {
-            nx_srv_req_wait_locked(rs[k], POLL_S); /* woken by every token: look at the clock, not the wake-up */
-            if (gone || rs[k]->done || nx_time_s() < next_check) continue;
-            next_check = nx_time_s() + POLL_S;
-            pthread_mutex_unlock(&rs[k]->mu);
-            gone = client_gone(c);
-            if (gone)
-                for (int q = 0; q < n; q++) nx_srv_engine_cancel(s->engine, rs[q]);
-            pthread_mutex_lock(&rs[k]->mu);
-        }
-        pthread_mutex_unlock(&rs[k]->mu);
-    }
+    const bool gone = !wait_all(s, c, rs, n);
     const nx_srv_req *failed = NULL;
     for (int k = 0; k < n && !failed; k++)
         if (rs[k]->error[0]) failed = rs[k];
@@ -719,25 +743,6 @@ static enum MHD_Result handle_chat(nx_server *s, struct MHD_Connection *c, conn 
 }
 
 /* ---- llama-server's own endpoints --------------------------------------------------------------- */
-
-/* Waits until r is done, watching the client: one that hangs up cancels r.  Returns false when
- * the client went away. */
-static bool wait_done(nx_server *s, struct MHD_Connection *c, nx_srv_req *r) {
-    pthread_mutex_lock(&r->mu);
-    bool gone = false;
-    double next_check = nx_time_s() + POLL_S;
-    while (!r->done) {
-        nx_srv_req_wait_locked(r, POLL_S);
-        if (gone || r->done || nx_time_s() < next_check) continue;
-        next_check = nx_time_s() + POLL_S;
-        pthread_mutex_unlock(&r->mu);
-        gone = client_gone(c);
-        if (gone) nx_srv_engine_cancel(s->engine, r);
-        pthread_mutex_lock(&r->mu);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return !gone;
-}
 
 /* POST /completion, /completions (without /v1) and /infill: llama-server's format (srv_native.h).
  * Several prompts become one request each, run as slots free up, answered as an array in
@@ -831,23 +836,9 @@ static enum MHD_Result handle_native_ex(nx_server *s, struct MHD_Connection *c, 
         st->phase = 1;
         st->native = true;
         st->return_tokens = return_tokens;
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
-        if (!resp) {
-            sse_free(st);
-            return MHD_NO;
-        }
-        add_headers(s, c, resp, "text/event-stream", 200);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        cn->status = 200;
-        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return queue_sse(s, c, cn, st);
     }
-    bool gone = false;
-    for (int k = 0; k < n; k++) {
-        if (gone) nx_srv_engine_cancel(s->engine, reqs[k]);
-        else gone = !wait_done(s, c, reqs[k]);
-    }
+    const bool gone = !wait_all(s, c, reqs, n);
     enum MHD_Result ret;
     const nx_srv_req *failed = NULL;
     for (int k = 0; k < n && !failed; k++)
