@@ -23,11 +23,8 @@ static int32_t V;
 
 static int setup(void **state) {
     (void)state;
-    nextn_error err;
-    if (!nextn_model_load(&demo, tu_src_path("models/nextn-demo.gguf"), NULL, &err)) {
-        fprintf(stderr, "test_logit_bias: %s\n", err.msg);
-        return -1;
-    }
+    demo = tu_demo_model(false);
+    if (!demo) return -1;
     nextn_model_info mi;
     nextn_model_get_info(demo, &mi);
     V = mi.n_vocab;
@@ -259,16 +256,6 @@ static void test_all_banned(void **state) {
 
 enum { NCTX = 256, GEN = 40 };
 
-static int32_t demo_prompt(int32_t *out, int32_t cap) {
-    FILE *fp = fopen(tu_src_path("tests/fixtures/demo-model/prompts.txt"), "r");
-    if (!fp) fail_msg("cannot open the demo prompts");
-    char line[8192];
-    int32_t n = 0;
-    if (fgets(line, sizeof line, fp))
-        for (char *t = strtok(line, ",\n"); t && n < cap; t = strtok(NULL, ",\n")) out[n++] = (int32_t)strtol(t, NULL, 10);
-    fclose(fp);
-    return n;
-}
 
 /* Plain decoding: GEN tokens after the prompt (prompt tokens in the penalty history, as the
  * generator puts them). */
@@ -340,7 +327,7 @@ static bool contains(const int32_t *t, int32_t n, int32_t tok) {
 static void test_spec_greedy(void **state) {
     (void)state;
     int32_t prompt[64];
-    const int32_t np = demo_prompt(prompt, 40);
+    const int32_t np = tu_demo_prompt(prompt, 40, 1);
     nextn_sampler_params smp = nextn_sampler_default_params();
     smp.temp = 0.0f;
     int32_t base[GEN], want[GEN], got[GEN];
@@ -375,7 +362,7 @@ static void test_spec_greedy(void **state) {
 static void test_sampled(void **state) {
     (void)state;
     int32_t prompt[64];
-    const int32_t np = demo_prompt(prompt, 40);
+    const int32_t np = tu_demo_prompt(prompt, 40, 1);
     nextn_sampler_params smp = nextn_sampler_default_params();
     smp.temp = 1.0f;
     smp.seed = 9;

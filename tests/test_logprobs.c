@@ -18,12 +18,8 @@ static nextn_model *demo;
 
 static int setup(void **state) {
     (void)state;
-    nextn_error err;
-    if (!nextn_model_load(&demo, tu_src_path("models/nextn-demo.gguf"), NULL, &err)) {
-        fprintf(stderr, "test_logprobs: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    demo = tu_demo_model(false);
+    return demo ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -131,16 +127,6 @@ static void test_row(void **state) {
 
 enum { NCTX = 256, GEN = 48, TOP = 4 };
 
-static int32_t demo_prompt(int32_t *out, int32_t cap) {
-    FILE *fp = fopen(tu_src_path("tests/fixtures/demo-model/prompts.txt"), "r");
-    if (!fp) fail_msg("cannot open the demo prompts");
-    char line[8192];
-    int32_t n = 0;
-    if (fgets(line, sizeof line, fp))
-        for (char *t = strtok(line, ",\n"); t && n < cap; t = strtok(NULL, ",\n")) out[n++] = (int32_t)strtol(t, NULL, 10);
-    fclose(fp);
-    return n;
-}
 
 /* Plain decoding teacher-forced with toks[0..n): the logprobs of each token under smp (prompt
  * tokens in the penalty history, as the generator puts them). */
@@ -176,7 +162,7 @@ static void plain_logprobs(const int32_t *prompt, int32_t np, const int32_t *tok
 
 static void spec_vs_plain(const nextn_sampler_params *smp) {
     int32_t prompt[64];
-    const int32_t np = demo_prompt(prompt, 40);
+    const int32_t np = tu_demo_prompt(prompt, 40, 1);
     nextn_context_params cp = nextn_context_default_params();
     cp.n_ctx = NCTX;
     cp.n_seq = 2;

@@ -26,14 +26,8 @@ static nextn_model *demo;
 
 static int setup(void **state) {
     (void)state;
-    nextn_error err;
-    nextn_model_params mp = nextn_model_default_params();
-    mp.load_mtp = true;
-    if (!nextn_model_load(&demo, tu_src_path("models/nextn-demo.gguf"), &mp, &err)) {
-        fprintf(stderr, "test_srv_slots: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    demo = tu_demo_model(true);
+    return demo ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -94,16 +88,6 @@ static void run(nx_srv_engine *e, const int32_t *prompt, int32_t n, int32_t max_
     wait_result(submit(e, prompt, n, max_tokens, id_slot, -1), out);
 }
 
-static int32_t demo_prompt(int32_t *out, int32_t cap) {
-    FILE *fp = fopen(tu_src_path("tests/fixtures/demo-model/prompts.txt"), "r");
-    if (!fp) fail_msg("cannot open the demo prompts");
-    char line[8192];
-    int32_t n = 0;
-    if (fgets(line, sizeof line, fp))
-        for (char *t = strtok(line, ",\n"); t && n < cap; t = strtok(NULL, ",\n")) out[n++] = (int32_t)strtol(t, NULL, 10);
-    fclose(fp);
-    return n;
-}
 
 static bool act(nx_srv_engine *e, int32_t slot, nx_srv_slot_action a, const char *path, nx_srv_slot_result *res,
                 int *status, nx_err *err) {
@@ -116,7 +100,7 @@ enum { N1 = 12, N2 = 14 };
 /* save in mode `save_spec`, restore and continue in mode `load_spec` */
 static void save_restore(bool save_spec, bool load_spec) {
     int32_t prompt[256];
-    const int32_t np = demo_prompt(prompt, 40);
+    const int32_t np = tu_demo_prompt(prompt, 40, 1);
     const char *path = tu_tmp_path("slot.bin");
     nx_err err;
     int status;
@@ -181,7 +165,7 @@ static void test_cross(void **state) {
 static void test_erase_and_wait(void **state) {
     (void)state;
     int32_t prompt[64];
-    const int32_t np = demo_prompt(prompt, 40);
+    const int32_t np = tu_demo_prompt(prompt, 40, 1);
     nx_err err;
     int status;
     nx_srv_slot_result res;
@@ -260,7 +244,7 @@ static void test_refusals(void **state) {
 
     /* a truncated file of this model */
     int32_t prompt[64];
-    const int32_t np = demo_prompt(prompt, 20);
+    const int32_t np = tu_demo_prompt(prompt, 20, 1);
     result a;
     run(e, prompt, np, 4, 0, &a);
     assert_true(act(e, 0, NX_SRV_SLOT_SAVE, path, &res, &status, &err));
@@ -279,7 +263,7 @@ static void test_refusals(void **state) {
 static void test_logprobs(void **state) {
     (void)state;
     int32_t prompt[64];
-    const int32_t np = demo_prompt(prompt, 30);
+    const int32_t np = tu_demo_prompt(prompt, 30, 1);
     result a, b;
     nx_srv_engine *e = start(false);
     wait_result(submit(e, prompt, np, 20, -1, 3), &a);

@@ -340,18 +340,6 @@ static void test_plain_after_rollback(void **state) {
 
 /* ---- speculative generators on the demo model ------------------------------------------------ */
 
-static int32_t demo_prompt(int32_t *out, int32_t cap) {
-    /* the first three held-out prompts of the demo model's fixture, one after the other */
-    FILE *fp = fopen(tu_src_path("tests/fixtures/demo-model/prompts.txt"), "r");
-    if (!fp) fail_msg("cannot open the demo prompts");
-    char line[8192];
-    int32_t n = 0;
-    for (int k = 0; k < 3 && fgets(line, sizeof line, fp); k++)
-        for (char *s = strtok(line, ",\n"); s && n < cap; s = strtok(NULL, ",\n")) out[n++] = (int32_t)strtol(s, NULL, 10);
-    fclose(fp);
-    return n;
-}
-
 static nextn_spec *make_spec(int32_t n_seq) {
     nextn_context_params cp = nextn_context_default_params();
     cp.n_ctx = NCTX;
@@ -448,7 +436,7 @@ static void plain_run(const int32_t *list, int32_t n, int32_t gen, int32_t *out)
 static void test_spec_states(void **state) {
     (void)state;
     int32_t list[MAXT];
-    const int32_t NP = demo_prompt(list, 120);
+    const int32_t NP = tu_demo_prompt(list, 120, 3);
     assert_true(NP > 40);
     nextn_error err;
     static run a, ref, got;
@@ -572,7 +560,7 @@ static void test_spec_states(void **state) {
 static void test_spec_sampled(void **state) {
     (void)state;
     int32_t list[MAXT];
-    const int32_t NP = demo_prompt(list, 100);
+    const int32_t NP = tu_demo_prompt(list, 100, 3);
     nextn_error err;
     static run a, ref, got;
     nextn_sampler_params smp = nextn_sampler_default_params();

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "forward/ctx_internal.h"
@@ -137,4 +138,27 @@ double tu_state_diff(const nx_ctx *a, int sa, const nx_ctx *b, int sb) {
         free(y);
     }
     return m;
+}
+
+nextn_model *tu_demo_model(bool mtp) {
+    nextn_model *m = NULL;
+    nextn_error err;
+    nextn_model_params mp = nextn_model_default_params();
+    mp.load_mtp = mtp;
+    if (!nextn_model_load(&m, tu_src_path("models/nextn-demo.gguf"), &mp, &err)) {
+        fprintf(stderr, "models/nextn-demo.gguf: %s\n", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+int32_t tu_demo_prompt(int32_t *out, int32_t cap, int n_lines) {
+    FILE *fp = fopen(tu_src_path("tests/fixtures/demo-model/prompts.txt"), "r");
+    if (!fp) fail_msg("cannot open tests/fixtures/demo-model/prompts.txt");
+    char line[8192];
+    int32_t n = 0;
+    for (int k = 0; k < n_lines && fgets(line, sizeof line, fp); k++)
+        for (char *t = strtok(line, ",\n"); t && n < cap; t = strtok(NULL, ",\n")) out[n++] = (int32_t)strtol(t, NULL, 10);
+    fclose(fp);
+    return n;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "nextn.h"
 #include "convert/mkmodel.h"
 #include "forward/forward.h"
 
@@ -26,6 +27,14 @@ const char *tu_tmp_path(const char *tag);
 void *tu_read_file(const char *path, size_t *len);
 /* Path of a file under the source tree ($NEXTN_SRC or ".").  Static buffer. */
 const char *tu_src_path(const char *rel);
+
+/* ---- the trained demo model (models/nextn-demo.gguf) and its held-out prompts ----------- */
+/* Loads the demo model (with its MTP head if mtp); NULL after printing the error to stderr, so a
+ * cmocka setup can return -1. */
+nextn_model *tu_demo_model(bool mtp);
+/* The token ids of the first n_lines prompts of tests/fixtures/demo-model/prompts.txt, one after
+ * the other, at most cap of them; fails the test if the file cannot be read. */
+int32_t tu_demo_prompt(int32_t *out, int32_t cap, int n_lines);
 
 /* ---- an mkmodel preset (`tiny`, `tiny-moe`) in memory (F32 weights) with a 2-thread pool --- */
 typedef struct tu_tiny {
