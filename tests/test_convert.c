@@ -33,22 +33,6 @@
 
 #define N_VOCAB 320
 
-static int read_tokens(int32_t *tok, int cap) {
-    size_t len;
-    char *raw = tu_read_file(tu_src_path("tests/fixtures/ref-qwen35.tokens"), &len);
-    assert_non_null(raw);
-    char *s = calloc(len + 1, 1);
-    memcpy(s, raw, len);
-    free(raw);
-    int n = 0;
-    for (char *p = s; *p && n < cap;) {
-        tok[n++] = (int32_t)strtol(p, &p, 10);
-        while (*p == ',' || *p == '\n' || *p == ' ') p++;
-    }
-    free(s);
-    return n;
-}
-
 /* Every file a test writes; removed at the end. */
 static char outputs[32][512];
 static int n_outputs;
@@ -69,7 +53,7 @@ static const char *convert_to(const char *fixture, uint32_t type, nx_convert_mtp
 static void check_logits(const char *gguf, const char *ref_bin, double tol) {
     int32_t tok[64], pos[64];
     int8_t want[64];
-    int n = read_tokens(tok, 64);
+    int n = tu_read_tokens("tests/fixtures/ref-qwen35.tokens", tok, 64);
     size_t len;
     float *ref = tu_read_file(tu_src_path(ref_bin), &len);
     assert_non_null(ref);
@@ -115,7 +99,7 @@ static void check_logits(const char *gguf, const char *ref_bin, double tol) {
 static void check_mtp_logits(const char *gguf, const char *mtp_file, const char *ref_bin, double tol) {
     int32_t tok[64], pos[64];
     int8_t want[64];
-    int n = read_tokens(tok, 64);
+    int n = tu_read_tokens("tests/fixtures/ref-qwen35.tokens", tok, 64);
     size_t len;
     float *ref = tu_read_file(tu_src_path(ref_bin), &len);
     assert_non_null(ref);

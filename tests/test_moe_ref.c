@@ -21,19 +21,6 @@
 
 #define N_VOCAB 320
 
-static int read_tokens(int32_t *tok, int cap) {
-    size_t len;
-    char *raw = tu_read_file(tu_src_path("tests/fixtures/ref-qwen35.tokens"), &len);
-    assert_non_null(raw);
-    int n = 0;
-    for (char *p = raw; *p && n < cap;) {
-        tok[n++] = (int32_t)strtol(p, &p, 10);
-        while (*p == ',' || *p == '\n' || *p == ' ') p++;
-    }
-    free(raw);
-    return n;
-}
-
 static double compare(const char *what, const float *ours, const float *ref, int n) {
     double worst = 0;
     for (int r = 0; r < n; r++) {
@@ -59,7 +46,7 @@ static void check(const char *fixture, const char *ref_logits, const char *ref_m
     if (!nx_convert_hf(dir, out, &opts, &err)) fail_msg("convert %s: %s", fixture, err.msg);
     int32_t tok[64], pos[64];
     int8_t want[64];
-    const int n = read_tokens(tok, 64);
+    const int n = tu_read_tokens("tests/fixtures/ref-qwen35.tokens", tok, 64);
     size_t len, len2;
     float *ref = tu_read_file(tu_src_path(ref_logits), &len), *refm = tu_read_file(tu_src_path(ref_mtp), &len2);
     assert_true(ref && refm && len == (size_t)n * N_VOCAB * sizeof(float) && len2 == len);

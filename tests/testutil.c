@@ -162,3 +162,16 @@ int32_t tu_demo_prompt(int32_t *out, int32_t cap, int n_lines) {
     fclose(fp);
     return n;
 }
+
+int tu_read_tokens(const char *rel, int32_t *tok, int cap) {
+    size_t len;
+    char *raw = tu_read_file(tu_src_path(rel), &len); /* NUL-terminated */
+    if (!raw) fail_msg("cannot read %s", rel);
+    int n = 0;
+    for (char *p = raw; *p && n < cap;) {
+        tok[n++] = (int32_t)strtol(p, &p, 10);
+        while (*p == ',' || *p == '\n' || *p == ' ') p++;
+    }
+    free(raw);
+    return n;
+}

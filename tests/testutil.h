@@ -28,6 +28,10 @@ void *tu_read_file(const char *path, size_t *len);
 /* Path of a file under the source tree ($NEXTN_SRC or ".").  Static buffer. */
 const char *tu_src_path(const char *rel);
 
+/* Token ids (separated by commas, blanks or newlines) of the source-tree file rel, at most cap;
+ * fails the test if it cannot be read. */
+int tu_read_tokens(const char *rel, int32_t *tok, int cap);
+
 /* ---- the trained demo model (models/nextn-demo.gguf) and its held-out prompts ----------- */
 /* Loads the demo model (with its MTP head if mtp); NULL after printing the error to stderr, so a
  * cmocka setup can return -1. */
