@@ -53,27 +53,14 @@ mkdir -p "$out"
 head -n "$count" "$prompts" >"$out/prompts.txt"
 echo "model $model, $(wc -l <"$out/prompts.txt") prompts, n_predict $n, draft-max $dmax, threads $threads${nextn_args:+, nextn $nextn_args}, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-server_pid=""
-stop_server() {
-    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-    server_pid=""
-}
-trap stop_server EXIT
+. "$root/bench/server_lib.sh"
+trap srv_stop EXIT
 
 # run_server MODE EXTRA_ARGS...: replies in $out/MODE.jsonl, log in $out/MODE.log
 run_server() {
     local mode=$1; shift
-    "$bin/llama-server" -m "$model" -t "$threads" -tb "$threads" -c 4096 -np 1 --port "$port" --no-webui "$@" \
-        >"$out/$mode.log" 2>&1 &
-    server_pid=$!
-    local i
-    for i in $(seq 1 600); do
-        if curl -sf "localhost:$port/health" >/dev/null 2>&1; then break; fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            echo "llama-server ($mode) exited while loading; its log:" >&2; tail -n 30 "$out/$mode.log" >&2; exit 1
-        fi
-        sleep 0.5
-    done
+    srv_start "$out/$mode.log" "$port" "$bin/llama-server" -m "$model" -t "$threads" -tb "$threads" -c 4096 -np 1 \
+        --port "$port" --no-webui "$@"
     : >"$out/$mode.jsonl"
     local first=1 ids
     while read -r ids; do
@@ -89,7 +76,7 @@ run_server() {
         curl -s "localhost:$port/completion" -d "$body" | tr -d '\n' >>"$out/$mode.jsonl" || { echo "request ($mode) failed; log:" >&2; tail -n 30 "$out/$mode.log" >&2; exit 1; }
         echo >>"$out/$mode.jsonl"
     done <"$out/prompts.txt"
-    stop_server
+    srv_stop
 }
 
 run_server plain

@@ -57,21 +57,13 @@ done
 mkdir -p "$out"
 echo "# serve_bench $(date -u '+%Y-%m-%d %H:%M UTC'), model $model, -t $threads, $rounds rounds, nextn $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-pid=""
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; pid=""; }
-trap stop EXIT
+. "$root/bench/server_lib.sh"
+trap srv_stop EXIT
 
 # start NAME CMD...: runs the server in the background, waits for /health, one warm-up request
 start() {
     local name=$1; shift
-    "$@" >"$out/$name.log" 2>&1 &
-    pid=$!
-    local i
-    for i in $(seq 1 600); do
-        curl -sf "localhost:$port/health" >/dev/null 2>&1 && break
-        kill -0 "$pid" 2>/dev/null || { echo "$name exited while starting; its log:" >&2; tail -n 30 "$out/$name.log" >&2; exit 1; }
-        sleep 0.2
-    done
+    srv_start "$out/$name.log" "$port" "$@"
     curl -sf "localhost:$port/v1/completions" -H 'Content-Type: application/json' \
         -d '{"prompt": [1, 2, 3, 4], "max_tokens": 8, "temperature": 0}' >/dev/null ||
         { echo "$name: warm-up request failed; its log:" >&2; tail -n 30 "$out/$name.log" >&2; exit 1; }
@@ -99,7 +91,7 @@ if [ $do_load = 1 ]; then
                     --max-tokens "$maxtok" "${prompts[@]}")
                 echo "$name round $r: $line" | tee -a "$out/load.txt"
             done
-            stop
+            srv_stop
         done
     done
 fi
@@ -118,7 +110,7 @@ if [ $do_multi = 1 ]; then
             esac
             node "$root/bench/serve_multiturn.mjs" "http://127.0.0.1:$port" --turns "$turns" --words "$words" \
                 --label "$name round $r" | tee -a "$out/multiturn.txt"
-            stop
+            srv_stop
         done
     done
 fi
