@@ -256,7 +256,6 @@ static void test_all_banned(void **state) {
 
 enum { NCTX = 256, GEN = 40 };
 
-
 /* Plain decoding: GEN tokens after the prompt (prompt tokens in the penalty history, as the
  * generator puts them). */
 static void plain(const int32_t *prompt, int32_t np, const nextn_sampler_params *smp, int32_t *out) {

@@ -127,7 +127,6 @@ static void test_row(void **state) {
 
 enum { NCTX = 256, GEN = 48, TOP = 4 };
 
-
 /* Plain decoding teacher-forced with toks[0..n): the logprobs of each token under smp (prompt
  * tokens in the penalty history, as the generator puts them). */
 static void plain_logprobs(const int32_t *prompt, int32_t np, const int32_t *toks, int32_t n,

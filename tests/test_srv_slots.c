@@ -88,7 +88,6 @@ static void run(nx_srv_engine *e, const int32_t *prompt, int32_t n, int32_t max_
     wait_result(submit(e, prompt, n, max_tokens, id_slot, -1), out);
 }
 
-
 static bool act(nx_srv_engine *e, int32_t slot, nx_srv_slot_action a, const char *path, nx_srv_slot_result *res,
                 int *status, nx_err *err) {
     const char *name = strrchr(path, '/');
