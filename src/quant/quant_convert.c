@@ -438,18 +438,30 @@ static void quantize_k4_superblock(const float *x, int nmax, float rmin, int nst
     nx_pack_k4_scales(ls, lm, scales);
     *d_out = nx_f32_to_f16(max_scale / 63.f);
     *dmin_out = nx_f32_to_f16(max_min / 63.f);
-    const float d_super = nx_f16_to_f32(*d_out), dmin_super = nx_f16_to_f32(*dmin_out);
+    nx_k4_codes(x, scales, *d_out, *dmin_out, nmax, L);
+}
+
+void nx_k4_codes(const float *x, const uint8_t scales[NX_K_SCALE_SIZE], uint16_t d16, uint16_t dmin16, int nmax,
+                 uint8_t L[NX_QK_K]) {
+    const float d_super = nx_f16_to_f32(d16), dmin_super = nx_f16_to_f32(dmin16);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
         nx_k4_scale_min(j, scales, &sc, &m);
         const float d = d_super * sc;
         if (!d) continue; /* keep the codes of the fit */
         const float dm = dmin_super * m;
-        for (int i = 0; i < 32; i++) {
-            int l = nx_round_even((x[32 * j + i] + dm) / d);
-            L[32 * j + i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
-        }
+        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)nx_clampi(nx_round_even((x[32 * j + i] + dm) / d), 0, nmax);
     }
+}
+
+void nx_pack_k4_codes(const uint8_t L[NX_QK_K], uint8_t qs[NX_QK_K / 2], uint8_t *qh) {
+    if (qh) memset(qh, 0, NX_QK_K / 8);
+    for (int g = 0; g < 4; g++)
+        for (int l = 0; l < 32; l++) {
+            const int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
+            qs[32 * g + l] = (uint8_t)((lo & 0xF) | ((hi & 0xF) << 4));
+            if (qh) qh[l] |= (uint8_t)(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
+        }
 }
 
 void nx_from_float_q4_K(const float *src, void *dst, int64_t n) {
@@ -457,9 +469,7 @@ void nx_from_float_q4_K(const float *src, void *dst, int64_t n) {
     uint8_t L[NX_QK_K];
     for (int64_t i = 0; i < n / NX_QK_K; i++) {
         quantize_k4_superblock(src + i * NX_QK_K, 15, -1.0f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
-        for (int g = 0; g < 4; g++)
-            for (int l = 0; l < 32; l++)
-                y[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | (L[64 * g + 32 + l] << 4));
+        nx_pack_k4_codes(L, y[i].qs, NULL);
     }
 }
 
@@ -486,14 +496,7 @@ void nx_from_float_q5_K(const float *src, void *dst, int64_t n) {
     uint8_t L[NX_QK_K];
     for (int64_t i = 0; i < n / NX_QK_K; i++) {
         quantize_k4_superblock(src + i * NX_QK_K, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int g = 0; g < 4; g++) {
-            for (int l = 0; l < 32; l++) {
-                int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
-                y[i].qh[l] |= (uint8_t)(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
-                y[i].qs[32 * g + l] = (uint8_t)((lo & 0xF) | ((hi & 0xF) << 4));
-            }
-        }
+        nx_pack_k4_codes(L, y[i].qs, y[i].qh);
     }
 }
 

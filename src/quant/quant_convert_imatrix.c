@@ -239,15 +239,7 @@ static void k4_superblock_w(const float *x, const float *qw, int nmax, uint16_t 
     nx_pack_k4_scales(ls, lm, scales);
     *d_out = nx_f32_to_f16(d_block);
     *dmin_out = nx_f32_to_f16(m_block);
-    const float d_super = nx_f16_to_f32(*d_out), dmin_super = nx_f16_to_f32(*dmin_out);
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        nx_k4_scale_min(j, scales, &sc, &m);
-        const float d = d_super * sc;
-        if (!d) continue; /* keep the codes of the fit */
-        const float dm = dmin_super * m;
-        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)nx_clampi(nx_round_even((x[32 * j + i] + dm) / d), 0, nmax);
-    }
+    nx_k4_codes(x, scales, *d_out, *dmin_out, nmax, L);
 }
 
 void nx_from_float_w_q4_K(const float *src, void *dst, int64_t n, const float *qw) {
@@ -255,8 +247,7 @@ void nx_from_float_w_q4_K(const float *src, void *dst, int64_t n, const float *q
     uint8_t L[NX_QK_K];
     for (int64_t i = 0; i < n / NX_QK_K; i++) {
         k4_superblock_w(src + i * NX_QK_K, qw + i * NX_QK_K, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        for (int g = 0; g < 4; g++)
-            for (int l = 0; l < 32; l++) y[i].qs[32 * g + l] = (uint8_t)(L[64 * g + l] | (L[64 * g + 32 + l] << 4));
+        nx_pack_k4_codes(L, y[i].qs, NULL);
     }
 }
 
@@ -265,21 +256,7 @@ void nx_from_float_w_q5_K(const float *src, void *dst, int64_t n, const float *q
     uint8_t L[NX_QK_K];
     for (int64_t i = 0; i < n / NX_QK_K; i++) {
         k4_superblock_w(src + i * NX_QK_K, qw + i * NX_QK_K, 31, &y[i].d, &y[i].dmin, y[i].scales, L);
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int g = 0; g < 4; g++) {
-            for (int l = 0; l < 32; l++) {
-                int a = L[64 * g + l], b = L[64 * g + 32 + l];
-                if (a > 15) {
-                    a -= 16;
-                    y[i].qh[l] |= (uint8_t)(1u << (2 * g));
-                }
-                if (b > 15) {
-                    b -= 16;
-                    y[i].qh[l] |= (uint8_t)(2u << (2 * g));
-                }
-                y[i].qs[32 * g + l] = (uint8_t)(a | (b << 4));
-            }
-        }
+        nx_pack_k4_codes(L, y[i].qs, y[i].qh);
     }
 }
 

@@ -28,6 +28,16 @@ static inline int nx_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi
  * and, where qh is not NULL (5-bit codes), bit 4 of each code into the 4-byte qh field. */
 void nx_pack_nibbles(const uint8_t q[NX_QK], uint8_t qs[NX_QK / 2], uint8_t *qh);
 
+/* The codes L[256] (0..nmax) of a q4_K/q5_K super-block x against its stored scales field and
+ * fp16 super-scales d / dmin: round((x + dmin * m_j) / (d * sc_j)), clamped; a sub-block whose
+ * scale is 0 keeps the codes already in L. */
+void nx_k4_codes(const float *x, const uint8_t scales[NX_K_SCALE_SIZE], uint16_t d, uint16_t dmin, int nmax,
+                 uint8_t L[NX_QK_K]);
+/* Packs the codes L[256] of a q4_K (qh NULL, codes 0..15) or q5_K (codes 0..31, bit 4 into
+ * qh[32]) super-block: 64-element group g holds element l in the low nibble of qs[32g + l] and
+ * element 32 + l in the high one. */
+void nx_pack_k4_codes(const uint8_t L[NX_QK_K], uint8_t qs[NX_QK_K / 2], uint8_t *qh);
+
 /* Packs the eight 6-bit scales ls[] and mins lm[] of a q4_K/q5_K super-block into its 12-byte
  * scales field (inverse of nx_k4_scale_min). */
 void nx_pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t scales[NX_K_SCALE_SIZE]);
