@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "quant/matmul.h"
+#include "quant/matmul_groups.h"
 
 static const nx_type types[] = {NX_TYPE_F32,  NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_Q4_0,
                                 NX_TYPE_Q4_1, NX_TYPE_Q5_0, NX_TYPE_Q5_1, NX_TYPE_Q8_0,
@@ -261,6 +262,72 @@ static void test_matmul_f32_groups_equal_vec_dot(void **state) {
     nx_pool_free(pools[1]);
 }
 
+/* nx_matmul_groups converts each distinct list of activation rows once per activation layout and
+ * lets later groups read it: groups that read the same rows (same array, stride, count and
+ * indices; an index list equal to the identity counts as the same as no list) must give exactly
+ * nx_matmul of their own rows, and groups that differ only in the row order, the row count, the
+ * stride or the layout their weight type wants must not borrow another group's conversion. */
+static void test_groups_share_converted_rows(void **state) {
+    (void)state;
+    enum { IN2 = 512, NG = 10, TX = 4 };
+    const nx_type wt[NG] = {NX_TYPE_Q8_0, NX_TYPE_Q8_0, NX_TYPE_Q8_0, NX_TYPE_Q8_0, NX_TYPE_Q4_K,
+                            NX_TYPE_Q4_K, NX_TYPE_Q8_0, NX_TYPE_Q6_K, NX_TYPE_Q8_0, NX_TYPE_Q8_0};
+    static const int32_t r012[3] = {0, 1, 2}, r012b[3] = {0, 1, 2}, r210[3] = {2, 1, 0}, r01[2] = {0, 1};
+    static const int32_t r3[1] = {3};
+    /* per group: the row list, the row count, the stride in floats */
+    const int32_t *rl[NG] = {r012, r012b, NULL, r210, r012, NULL, r01, r012, r3, r01};
+    const int64_t Tg[NG] = {3, 3, 3, 3, 3, 3, 2, 3, 1, 2};
+    const int64_t st[NG] = {IN2, IN2, IN2, IN2, IN2, IN2, IN2, IN2, IN2, 2 * IN2};
+    float *x = malloc(sizeof(float) * IN2 * TX), *wf = malloc(sizeof(float) * IN2 * OUT);
+    fill(x, IN2 * TX, 21);
+    fill(wf, IN2 * OUT, 22);
+    char *wq[NG];
+    nx_mm_group g[NG];
+    float *y[NG], *want = malloc(sizeof(float) * 3 * OUT), *xg = malloc(sizeof(float) * IN2 * 3);
+    for (int i = 0; i < NG; i++) {
+        size_t rowb;
+        assert_true(nx_row_size(wt[i], IN2, &rowb, NULL));
+        wq[i] = malloc(rowb * OUT);
+        /* a different matrix per group (rows shifted by i) so a borrowed output would show */
+        for (int o = 0; o < OUT; o++)
+            nx_type_get(wt[i])->from_float(wf + ((o + i) % OUT) * IN2, wq[i] + o * rowb, IN2);
+        y[i] = malloc(sizeof(float) * 3 * OUT);
+        g[i] = (nx_mm_group){.x = x, .x_stride = st[i], .rows = rl[i], .T = Tg[i], .y = y[i]};
+        assert_true(nx_weight_init(&g[i].w, wq[i], wt[i], IN2, OUT, NULL));
+    }
+    nx_pool *p = nx_pool_create(2, NULL);
+    nx_mm_groups_scratch s = {0};
+    nx_matmul_scratch ms = {0};
+    const nx_isa best = nx_cpu_isa();
+    for (int isa = 0; isa <= (int)best; isa++) {
+        nx_cpu_set_isa((nx_isa)isa);
+        for (int i = 0; i < NG; i++) memset(y[i], 0xFF, sizeof(float) * 3 * OUT);
+        assert_true(nx_matmul_groups(p, &s, g, NG, NULL));
+        for (int i = 0; i < NG; i++) {
+            for (int64_t t = 0; t < Tg[i]; t++)
+                memcpy(xg + t * IN2, x + (rl[i] ? rl[i][t] : t) * st[i], sizeof(float) * IN2);
+            assert_true(nx_matmul(NULL, &ms, &g[i].w, xg, Tg[i], want, NULL));
+            if (memcmp(want, y[i], sizeof(float) * (size_t)Tg[i] * OUT) != 0) {
+                print_error("isa=%s: group %d (%s) differs from nx_matmul of its own rows\n",
+                            nx_isa_name((nx_isa)isa), i, nx_type_name(wt[i]));
+                fail();
+            }
+        }
+    }
+    nx_cpu_set_isa(best);
+    nx_pool_free(p);
+    nx_mm_groups_scratch_free(&s);
+    nx_matmul_scratch_free(&ms);
+    for (int i = 0; i < NG; i++) {
+        free(wq[i]);
+        free(y[i]);
+    }
+    free(x);
+    free(wf);
+    free(want);
+    free(xg);
+}
+
 static void test_weight_init_errors(void **state) {
     (void)state;
     nx_weight w;
@@ -288,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_thread_count_invariant),
         cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_matmul_f32_groups_equal_vec_dot),
+        cmocka_unit_test(test_groups_share_converted_rows),
         cmocka_unit_test(test_weight_init_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -172,7 +172,7 @@ void nx_pool_run(nx_pool *p, nx_task_fn fn, void *ctx) {
 
 /* Chunks per thread when there is enough work: more than one so a slow (descheduled) thread
  * delays the end by a fraction of its share only. */
-#define CHUNKS_PER_THREAD 4
+#define CHUNKS_PER_THREAD 16
 
 struct pfor_ctx {
     int64_t n, n_chunks;

@@ -226,10 +226,9 @@ static void attend_grouped_fn(void *p, int ith, int nth) {
 bool nx_attn_layer(nx_fwd *f, nx_kv_cache *kv, const nx_layer *l, nx_err *err) {
     const nx_attn_buf *buf = &f->attn;
     const int T = f->rows.T;
-    if (!nx_matmul(f->pool, &f->mm, &l->attn.q, f->in, T, buf->q_gate, err) ||
-        !nx_matmul(f->pool, &f->mm, &l->attn.k, f->in, T, buf->k, err) ||
-        !nx_matmul(f->pool, &f->mm, &l->attn.v, f->in, T, buf->v, err))
-        return false;
+    const nx_weight *pw[] = {&l->attn.q, &l->attn.k, &l->attn.v};
+    float *const py[] = {buf->q_gate, buf->k, buf->v};
+    if (!nx_fwd_matmuls(f, f->in, T, 3, pw, py, err)) return false;
     prep_task pt = {f, kv, l};
     const nx_hparams *hp = f->hp;
     const int64_t D = hp->head_dim, H = hp->n_head, cells = (int64_t)T * (f->pos[T - 1] + 1);

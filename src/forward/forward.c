@@ -86,6 +86,7 @@ void nx_ctx_free(nx_ctx *c) {
     nx_kv_free(&c->kv);
     nx_rstate_free(&c->rs);
     nx_matmul_scratch_free(&c->run.mm);
+    nx_mm_groups_scratch_free(&c->run.mmg);
     nx_moe_scratch_free(&c->run.moe);
     free(c);
 }
@@ -210,14 +211,21 @@ static void swiglu_fn(void *p, int ith, int nth) {
     else for (int64_t i = b; i < e; i++) st->g[i] = nx_silu(st->g[i]) * st->u[i];
 }
 
+bool nx_fwd_matmuls(nx_fwd *f, const float *x, int T, int n, const nx_weight *const *w, float *const *y, nx_err *err) {
+    nx_mm_group g[NX_FWD_MAX_MATMULS];
+    if (n > NX_FWD_MAX_MATMULS) return nx_fail(err, "nx_fwd_matmuls: %d weights (at most %d)", n, NX_FWD_MAX_MATMULS);
+    for (int i = 0; i < n; i++) g[i] = (nx_mm_group){*w[i], x, w[i]->in, NULL, T, y[i]};
+    return nx_matmul_groups(f->pool, &f->mmg, g, n, err);
+}
+
 /* SwiGLU FFN: out = down(silu(gate(in)) * up(in)); qwen35moe: the mixture of experts (moe.h). */
 static bool ffn(nx_fwd *f, const nx_layer *l, nx_err *err) {
     if (l->is_moe) return nx_moe_ffn(f->pool, &f->moe, f->hp, &l->moe, f->in, f->rows.T, f->out, err);
     const int T = f->rows.T;
     const nx_ffn_buf *b = &f->ffn;
-    if (!nx_matmul(f->pool, &f->mm, &l->ffn_gate, f->in, T, b->gate, err) ||
-        !nx_matmul(f->pool, &f->mm, &l->ffn_up, f->in, T, b->up, err))
-        return false;
+    const nx_weight *w[] = {&l->ffn_gate, &l->ffn_up};
+    float *const y[] = {b->gate, b->up};
+    if (!nx_fwd_matmuls(f, f->in, T, 2, w, y, err)) return false;
     swiglu_task st = {b->gate, b->up, (int64_t)T * f->hp->n_ff, f->avx512};
     nx_fwd_run(f, swiglu_fn, &st, 8 * st.n);
     return nx_matmul(f->pool, &f->mm, &l->ffn_down, b->gate, T, f->out, err);
@@ -322,7 +330,8 @@ nx_ctx_memory nx_ctx_memory_usage(const nx_ctx *c) {
     nx_ctx_memory m = {nx_kv_bytes(&c->kv), nx_rstate_bytes(&c->rs),
                        c->scratch_bytes + (size_t)c->cap_logits * c->model->hp.n_vocab * sizeof(float) +
                            (size_t)c->run.n_threads * NX_ATTN_MAX_Q * (size_t)c->params.n_ctx * sizeof(float) +
-                           c->run.mm.cap + nx_moe_scratch_bytes(&c->run.moe)};
+                           c->run.mm.cap + nx_mm_groups_scratch_bytes(&c->run.mmg) +
+                           nx_moe_scratch_bytes(&c->run.moe)};
     return m;
 }
 

@@ -64,11 +64,9 @@ bool nx_gdn_layer(nx_fwd *f, const nx_rstate *rs, const nx_layer *l, nx_err *err
     const nx_gdn_weights *w = &l->gdn;
     const nx_gdn_buf *buf = &f->gdn;
     const int T = f->rows.T;
-    if (!nx_matmul(f->pool, &f->mm, &w->qkv, f->in, T, buf->qkv_in, err) ||
-        !nx_matmul(f->pool, &f->mm, &w->gate, f->in, T, buf->z, err) ||
-        !nx_matmul(f->pool, &f->mm, &w->beta, f->in, T, buf->beta, err) ||
-        !nx_matmul(f->pool, &f->mm, &w->alpha, f->in, T, buf->g, err))
-        return false;
+    const nx_weight *pw[] = {&w->qkv, &w->gate, &w->beta, &w->alpha};
+    float *const py[] = {buf->qkv_in, buf->z, buf->beta, buf->g};
+    if (!nx_fwd_matmuls(f, f->in, T, 4, pw, py, err)) return false;
     const nx_hparams *hp = f->hp;
     gdn_task gt = {f, rs, l,
                    {.rs = rs, .layer = l->cache_index, .rows = &f->rows, .Hk = (int)hp->ssm_n_group,

@@ -47,6 +47,7 @@ typedef struct nx_fwd {
     const nx_hparams *hp;
     nx_pool *pool;
     nx_matmul_scratch mm;
+    nx_mm_groups_scratch mmg; /* nx_fwd_matmuls' */
     int n_threads;
     int n_ctx;              /* KV cells per sequence (sizes att_scores) */
     bool avx512;            /* use the *_avx512 kernels (CPU checked at context creation) */
@@ -76,6 +77,12 @@ static inline void nx_fwd_run(const nx_fwd *f, nx_task_fn fn, void *arg, int64_t
     if (work < NX_INLINE_WORK || f->n_threads == 1) fn(arg, 0, 1);
     else nx_pool_run(f->pool, fn, arg);
 }
+
+/* y_i = x · W_iᵀ for n (<= NX_FWD_MAX_MATMULS) weights that read the same T rows x: one pool
+ * hand-off for all their output rows and one conversion of x per activation layout when the
+ * rows take the dot kernels (nx_matmul_groups); bit-identical to n nx_matmul calls. */
+#define NX_FWD_MAX_MATMULS 4
+bool nx_fwd_matmuls(nx_fwd *f, const float *x, int T, int n, const nx_weight *const *w, float *const *y, nx_err *err);
 
 /* One attention layer over the batch: appends the rows' K/V to their sequences' cells of kv
  * (layer l->cache_index); the caller commits the new lengths after the last layer. */

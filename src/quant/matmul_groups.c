@@ -8,6 +8,13 @@
 
 /* Weight rows per work item of the grouped pass (as nx_matmul's OUT_BLOCK / OUT_GRAIN). */
 #define UNIT_ROWS 16
+/* Earlier groups searched for the same activation rows (the groups that share rows come one
+ * after the other: projections of one input, an expert's gate and up). */
+#define DEDUP_WINDOW 8
+/* Below this many converted elements the conversion runs on the calling thread: a pool
+ * hand-off costs a few microseconds, comparable to converting
+ * 16 K floats. */
+#define CONVERT_INLINE_ELEMS 16384
 
 void nx_mm_groups_scratch_free(nx_mm_groups_scratch *s) {
     if (!s) return;
@@ -29,7 +36,8 @@ typedef struct tables {
     int32_t *row_group;  /* [rows] */
     int64_t *unit_start; /* [groups + 1] */
     nx_dot_plan *plan;   /* [groups] */
-    int64_t *row_start;  /* [groups + 1] first converted row of each group */
+    int64_t *row_start;  /* [groups + 1] first converted row of each group (shared by groups that
+                          * read the same rows) */
 } tables;
 
 static bool reserve_tables(nx_mm_groups_scratch *s, int64_t rows, int64_t groups, tables *t, nx_err *err) {
@@ -67,6 +75,18 @@ static bool reserve_bytes(nx_matmul_scratch *m, size_t bytes, nx_err *err) {
 
 static const float *group_row(const nx_mm_group *g, int64_t r) {
     return g->x + (size_t)(g->rows ? g->rows[r] : r) * (size_t)g->x_stride;
+}
+
+/* Whether groups a and b read the same float rows in the same order (same array, stride, row
+ * count and row indices) and convert them the same way: then b reads a's converted rows. */
+static bool same_rows(const nx_mm_group *a, const nx_dot_plan *pa, const nx_mm_group *b, const nx_dot_plan *pb) {
+    if (a->x != b->x || a->x_stride != b->x_stride || a->T != b->T || a->w.in != b->w.in) return false;
+    if (pa->act_as_is != pb->act_as_is || pa->act_from_float != pb->act_from_float ||
+        pa->act_row_bytes != pb->act_row_bytes)
+        return false;
+    for (int64_t r = 0; r < a->T; r++)
+        if ((a->rows ? a->rows[r] : r) != (b->rows ? b->rows[r] : r)) return false;
+    return true;
 }
 
 /* nx_matmul for one group whose rows may be picked by index (gathered into s->xf first). */
@@ -156,7 +176,7 @@ bool nx_matmul_groups(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group 
     bool ok = false;
     int k = 0;
     size_t off = 0;
-    int64_t r = 0, units = 0;
+    int64_t r = 0, units = 0, conv_elems = 0;
     for (int i = 0; i < n; i++) {
         if (g[i].T <= 0) continue;
         const bool f32_kernel = g[i].w.type == NX_TYPE_F32 && isa >= NX_ISA_AVX512;
@@ -168,23 +188,36 @@ bool nx_matmul_groups(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group 
         }
         const size_t xrow = t.plan[k].act_as_is ? (size_t)g[i].w.in * sizeof(float) : t.plan[k].act_row_bytes;
         idx[k] = i;
-        t.row_start[k] = r;
         t.unit_start[k] = units;
+        units += (g[i].w.out + UNIT_ROWS - 1) / UNIT_ROWS;
+        /* rows converted for an earlier group of this pass are read from there (the projections
+         * of one input, an expert's gate and up, a decoded token's experts): each distinct row
+         * list is converted once */
+        int same = -1;
+        for (int j = k - 1; j >= 0 && j >= k - DEDUP_WINDOW && same < 0; j--)
+            if (same_rows(&g[idx[j]], &t.plan[j], &g[i], &t.plan[k])) same = j;
+        if (same >= 0) {
+            t.row_start[k] = t.row_start[same];
+            k++;
+            continue;
+        }
+        t.row_start[k] = r;
         for (int64_t j = 0; j < g[i].T; j++, r++) {
             t.row_off[r] = off;
             t.row_group[r] = k;
             off += xrow;
         }
+        conv_elems += g[i].T * g[i].w.in;
         off = (off + 63) & ~(size_t)63;
-        units += (g[i].w.out + UNIT_ROWS - 1) / UNIT_ROWS;
         k++;
     }
-    t.row_start[k] = r;
     t.unit_start[k] = units;
     if (!reserve_bytes(&s->mm, off, err)) goto done;
     pass ps = {g, idx, n_small, t, s->mm.buf, units};
-    /* converting a row costs about as much as streaming a few KB: split only for batches */
-    nx_parallel_for(pool, rows, 4, convert_rows, &ps);
+    /* converting a row costs about as much as streaming a few KB: small conversions (a decoded
+     * token's rows) run on the calling thread, without a pool hand-off */
+    if (conv_elems < CONVERT_INLINE_ELEMS) convert_rows(&ps, 0, r);
+    else nx_parallel_for(pool, r, 4, convert_rows, &ps);
     nx_parallel_for(pool, units, 1, dot_units, &ps);
     ok = true;
 done:
