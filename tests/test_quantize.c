@@ -3,7 +3,7 @@
  * Expected outputs come from llama.cpp (snapshot d32676d7, build/bin/llama-quantize, no imatrix,
  * 1 thread), committed under tests/fixtures/quantize/ (README there):
  *   - tiny-<mix>.types: the type llama-quantize chose for every tensor of the mkmodel `tiny`
- *     preset (F16, seed 1, MTP), in its output order, for the five mixes;
+ *     preset (F16, seed 1, MTP), in its output order, for every mix;
  *   - hf-qwen35-a-f16-<mix>.llama.gguf: llama-quantize's whole output file for fixture a
  *     converted to F16 (rows of 64: the K-quant fallbacks), which ours must equal byte for byte.
  * The data of every re-quantised tiny tensor is also checked against quant.c's reference
@@ -119,6 +119,11 @@ static void test_tiny_q3_k_m(void **s) { (void)s; check_tiny_mix("q3_k_m"); }
 static void test_tiny_q3_k_l(void **s) { (void)s; check_tiny_mix("q3_k_l"); }
 static void test_tiny_iq4_nl(void **s) { (void)s; check_tiny_mix("iq4_nl"); }
 static void test_tiny_iq4_xs(void **s) { (void)s; check_tiny_mix("iq4_xs"); }
+static void test_tiny_q4_1(void **s) { (void)s; check_tiny_mix("q4_1"); }
+static void test_tiny_q5_1(void **s) { (void)s; check_tiny_mix("q5_1"); }
+static void test_tiny_q4_k_s(void **s) { (void)s; check_tiny_mix("q4_k_s"); }
+static void test_tiny_q5_k_s(void **s) { (void)s; check_tiny_mix("q5_k_s"); }
+static void test_tiny_q5_k_m(void **s) { (void)s; check_tiny_mix("q5_k_m"); }
 static void test_tiny_dynamic(void **s) {
     (void)s;
     check_tiny_mix_ov("q3_k_m", "dyn", dyn_overrides, NX_ARRAY_LEN(dyn_overrides));
@@ -155,6 +160,7 @@ static void test_file_b_q2_k(void **s) { (void)s; check_file_of("hf-qwen35-b", "
 static void test_file_b_iq4_xs(void **s) { (void)s; check_file_of("hf-qwen35-b", "iq4_xs"); }
 static void test_file_a_q3_k_m(void **s) { (void)s; check_file_of("hf-qwen35-a", "q3_k_m"); }
 static void test_file_q4_k_m(void **s) { (void)s; check_file("q4_k_m"); }
+static void test_file_q5_k_m(void **s) { (void)s; check_file("q5_k_m"); }
 
 static void test_errors(void **s) {
     (void)s;
@@ -184,9 +190,11 @@ int main(void) {
         cmocka_unit_test(test_tiny_q6_k),   cmocka_unit_test(test_tiny_q4_k_m),
         cmocka_unit_test(test_tiny_q2_k),   cmocka_unit_test(test_tiny_q3_k_s),  cmocka_unit_test(test_tiny_q3_k_m),
         cmocka_unit_test(test_tiny_q3_k_l), cmocka_unit_test(test_tiny_iq4_nl),  cmocka_unit_test(test_tiny_iq4_xs),
+        cmocka_unit_test(test_tiny_q4_1),   cmocka_unit_test(test_tiny_q5_1),    cmocka_unit_test(test_tiny_q4_k_s),
+        cmocka_unit_test(test_tiny_q5_k_s), cmocka_unit_test(test_tiny_q5_k_m),
         cmocka_unit_test(test_tiny_dynamic),
         cmocka_unit_test(test_file_b_q2_k), cmocka_unit_test(test_file_b_iq4_xs), cmocka_unit_test(test_file_a_q3_k_m),
-        cmocka_unit_test(test_file_q4_0),   cmocka_unit_test(test_file_q4_k_m),
+        cmocka_unit_test(test_file_q4_0),   cmocka_unit_test(test_file_q4_k_m), cmocka_unit_test(test_file_q5_k_m),
         cmocka_unit_test(test_errors),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

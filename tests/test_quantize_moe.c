@@ -10,7 +10,8 @@
  * Inputs: `tiny-moe` F16 (seed 1, MTP; also with --fuse-gate-up-exps), and the MoE HF fixtures
  * converted to F16 by `nextn convert` (rows of 32-64: the fallback types, and for fixture a's
  * shared-expert rows of 48 in q8_0 llama-quantize's refusal; fixture b has 6 experts, so only the
- * block-number rule for ffn_down applies there).  Mixes q8_0, q4_k_m, q6_k.
+ * block-number rule for ffn_down applies there).  Mixes q8_0, q4_k_m, q6_k (and on tiny-moe
+ * q4_k_s, q5_k_m).
  * What the rules do is in src/convert/quantize.h; here every output must equal llama-quantize's
  * byte for byte, and for tiny-moe the per-tensor types are compared first (a clearer message). */
 #include "testutil.h"
@@ -145,6 +146,8 @@ static void check_tiny_moe(const char *mix_name) {
 static void test_tiny_moe_q8_0(void **s) { (void)s; check_tiny_moe("q8_0"); }
 static void test_tiny_moe_q4_k_m(void **s) { (void)s; check_tiny_moe("q4_k_m"); }
 static void test_tiny_moe_q6_k(void **s) { (void)s; check_tiny_moe("q6_k"); }
+static void test_tiny_moe_q4_k_s(void **s) { (void)s; check_tiny_moe("q4_k_s"); }
+static void test_tiny_moe_q5_k_m(void **s) { (void)s; check_tiny_moe("q5_k_m"); }
 
 static void test_tiny_moe_fused(void **s) {
     (void)s;
@@ -183,6 +186,7 @@ static void test_hf_b(void **s) { (void)s; check_hf("hf-qwen35moe-b"); }
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_moe_q8_0), cmocka_unit_test(test_tiny_moe_q4_k_m),
+        cmocka_unit_test(test_tiny_moe_q4_k_s), cmocka_unit_test(test_tiny_moe_q5_k_m),
         cmocka_unit_test(test_tiny_moe_q6_k), cmocka_unit_test(test_tiny_moe_fused),
         cmocka_unit_test(test_hf_a),          cmocka_unit_test(test_hf_b),
     };

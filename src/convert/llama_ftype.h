@@ -20,6 +20,7 @@ typedef enum nx_llama_ftype {
     NX_FTYPE_MOSTLY_Q4_K_S = 14,
     NX_FTYPE_MOSTLY_Q4_K_M = 15,
     NX_FTYPE_MOSTLY_Q5_K_S = 16,
+    NX_FTYPE_MOSTLY_Q5_K_M = 17,
     NX_FTYPE_MOSTLY_Q6_K = 18,
     NX_FTYPE_MOSTLY_Q2_K_S = 21,
     NX_FTYPE_MOSTLY_IQ4_NL = 25,

@@ -18,8 +18,13 @@ static const nx_quant_mix mixes[] = {
     {"q8_0",     NX_FTYPE_MOSTLY_Q8_0,   NX_TYPE_Q8_0},
     {"q4_0",     NX_FTYPE_MOSTLY_Q4_0,   NX_TYPE_Q4_0},
     {"q5_0",     NX_FTYPE_MOSTLY_Q5_0,   NX_TYPE_Q5_0},
+    {"q4_1",     NX_FTYPE_MOSTLY_Q4_1,   NX_TYPE_Q4_1},
+    {"q5_1",     NX_FTYPE_MOSTLY_Q5_1,   NX_TYPE_Q5_1},
     {"q6_k",     NX_FTYPE_MOSTLY_Q6_K,   NX_TYPE_Q6_K},
+    {"q4_k_s",   NX_FTYPE_MOSTLY_Q4_K_S, NX_TYPE_Q4_K},
     {"q4_k_m",   NX_FTYPE_MOSTLY_Q4_K_M, NX_TYPE_Q4_K},
+    {"q5_k_s",   NX_FTYPE_MOSTLY_Q5_K_S, NX_TYPE_Q5_K},
+    {"q5_k_m",   NX_FTYPE_MOSTLY_Q5_K_M, NX_TYPE_Q5_K},
     {"q2_k",     NX_FTYPE_MOSTLY_Q2_K,   NX_TYPE_Q2_K},
     {"q2_k_s",   NX_FTYPE_MOSTLY_Q2_K_S, NX_TYPE_Q2_K},   /* needs an importance matrix */
     {"q3_k_s",   NX_FTYPE_MOSTLY_Q3_K_S, NX_TYPE_Q3_K},
@@ -35,7 +40,7 @@ const nx_quant_mix *nx_quant_mix_find(const char *name) {
     return NULL;
 }
 
-const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q6_k, q4_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs"; }
+const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q4_1, q5_1, q6_k, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs"; }
 
 /* ---- the rule tables ------------------------------------------------------------------------
  * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
@@ -80,6 +85,7 @@ typedef enum {
     WHEN_NOT_8_EXPERTS,
     WHEN_GQA4,               /* gqa >= 4 */
     WHEN_ATTN_V_FIRST2,      /* the first two attn_v tensors */
+    WHEN_ATTN_V_FIRST4,      /* the first four attn_v tensors */
     WHEN_FFN_DOWN_FIRST16,   /* ffn_down layer i < n / 16 */
     WHEN_FFN_DOWN_FIRST8,    /* ffn_down layer i < n / 8, without an importance matrix */
     WHEN_FFN_DOWN_FIRST8_IM, /* ffn_down layer i < n / 8, with an importance matrix */
@@ -93,6 +99,10 @@ static const struct {
 } bumps[] = {
     {"q4_k_m", CAT_ATTN_V,      WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
     {"q4_k_m", CAT_ATTN_QKV,    WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {"q5_k_m", CAT_ATTN_V,      WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {"q5_k_m", CAT_ATTN_QKV,    WHEN_MORE_BITS_ATTN_V,   NX_TYPE_Q6_K},
+    {"q4_k_s", CAT_ATTN_V,      WHEN_ATTN_V_FIRST4,      NX_TYPE_Q5_K},
+    {"q4_k_s", CAT_ATTN_QKV,    WHEN_ATTN_V_FIRST4,      NX_TYPE_Q5_K},
     {"q2_k",   CAT_ATTN_V,      WHEN_ALWAYS,             NX_TYPE_Q3_K},
     {"q2_k",   CAT_ATTN_QKV,    WHEN_ALWAYS,             NX_TYPE_Q3_K},
     {"q2_k",   CAT_ATTN_V,      WHEN_GQA4,               NX_TYPE_Q4_K},
@@ -113,6 +123,8 @@ static const struct {
     {NULL,     CAT_ATTN_QKV,    WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
     {NULL,     CAT_ATTN_K,      WHEN_8_EXPERTS,          NX_TYPE_Q8_0},
     {"q4_k_m", CAT_FFN_DOWN,    WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
+    {"q5_k_m", CAT_FFN_DOWN,    WHEN_MORE_BITS_FFN_DOWN, NX_TYPE_Q6_K},
+    {"q4_k_s", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_ANY,NX_TYPE_Q5_K},
     {"q2_k",   CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q3_K},
     {"q2_k_s", CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_ANY,NX_TYPE_Q4_K},
     {"q3_k_m", CAT_FFN_DOWN,    WHEN_ALWAYS,             NX_TYPE_Q4_K},
@@ -123,6 +135,7 @@ static const struct {
     {"q4_0",   CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_IM, NX_TYPE_Q4_1},
     {"q5_0",   CAT_FFN_DOWN,    WHEN_FFN_DOWN_FIRST8_IM, NX_TYPE_Q5_1},
     {"q4_k_m", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
+    {"q4_k_s", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
     {"q2_k",   CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
     {"q3_k_s", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
     {"q3_k_m", CAT_ATTN_OUTPUT, WHEN_8_EXPERTS,          NX_TYPE_Q5_K},
@@ -207,6 +220,7 @@ uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint6
             case WHEN_NOT_8_EXPERTS: on = s->n_expert != 8; break;
             case WHEN_GQA4: on = s->n_gqa >= 4; break;
             case WHEN_ATTN_V_FIRST2: on = s->i_attn_v < 2; break;
+            case WHEN_ATTN_V_FIRST4: on = s->i_attn_v < 4; break;
             case WHEN_FFN_DOWN_FIRST16: on = i_down < s->n_ffn_down / 16; break;
             case WHEN_FFN_DOWN_FIRST8: on = !s->has_imatrix && i_down < s->n_ffn_down / 8; break;
             case WHEN_FFN_DOWN_FIRST8_IM: on = s->has_imatrix && i_down < s->n_ffn_down / 8; break;

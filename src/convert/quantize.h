@@ -1,18 +1,19 @@
 /* quantize.h - GGUF -> GGUF re-quantisation with llama.cpp's per-tensor type rules
  * (llama-quantize of snapshot d32676d7, without importance matrix).
  *
- * Mixes: q8_0, q4_0, q5_0, q6_k, q4_k_m.  For every tensor, in llama.cpp's processing order
+ * Mixes: nx_quant_mix_names(); the low-bit ones' rules are in docs/convert.md.  For every tensor, in llama.cpp's processing order
  * (non-block tensors first, then by block number, names sorted within a block - this is also
  * the output order):
  *   1. tensors that stay as they are: fewer than 2 dims, name not ending in "weight",
  *      "*_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d" (the keep table in quantize.c);
  *   2. otherwise the mix's base type, then the bump table: output.weight (and token_embd.weight
  *      when there is no output.weight) -> Q6_K (Q8_0 if its rows are not a multiple of 256 or
- *      the mix is q8_0); for q4_k_m, attn_v/attn_qkv and ffn_down -> Q6_K on "more bits" layers
+ *      the mix is q8_0); for q4_k_m and q5_k_m, attn_v/attn_qkv and ffn_down -> Q6_K on "more bits" layers
  *      (i < n/8, i >= 7n/8, (i - n/8) % 3 == 2, counted over those tensors in order; for
  *      ffn_down of a model with several experts, i is the block number, so ffn_down_exps and
  *      ffn_down_shexp of one layer share it); with exactly 8 experts (expert_count), attn_v,
- *      attn_qkv and attn_k -> Q8_0 in every mix, and attn_output -> Q5_K for q4_k_m;
+ *      attn_qkv and attn_k -> Q8_0 in every mix, and attn_output -> Q5_K for q4_k_m / q4_k_s;
+ *      for q4_k_s the first four attn_v/attn_qkv and ffn_down of layers i < n/8 -> Q5_K;
  *   3. rows not a multiple of the type's block: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16;
  *      for the other types llama-quantize has no fallback and fails, and so does nx_quantize_file
  *      (nx_qstate_choose returns NX_QTYPE_NONE).
