@@ -187,7 +187,10 @@ await check("admission as a group: n=3 waits for three free slots, a later singl
   // C only after B is in the queue (a fixed pause raced B's admission on a loaded machine)
   for (let t = 0; t < 500 && (await metric("nextn:requests_deferred")) < 1; t++) await sleep(20);
   assert.equal(await metric("nextn:requests_deferred"), 1, "B waits in the queue");
-  const cc = client.completions.create({ model, prompt: "Let there be light", max_tokens: 8, temperature: 0, ignore_eos: true })
+  // C decodes far longer than B, so that B's answer (all three choices) reaches us first even when
+  // the machine is loaded and B's HTTP thread is slow to write it: the order then says which was
+  // admitted first
+  const cc = client.completions.create({ model, prompt: "Let there be light", max_tokens: 200, temperature: 0, ignore_eos: true })
     .then((r) => { order.push("C"); return r; });
   for (let x = await it.next(); !x.done; x = await it.next());
   order.push("A");
