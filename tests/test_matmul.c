@@ -167,15 +167,16 @@ static void test_matmul_thread_count_invariant(void **state) {
 /* Batch invariance: row t of a T-row product is bit-identical to the 1-row product of row t, at
  * every ISA level (each kernel computes every row of a group with the same instruction
  * sequence).  Speculative verification relies on this: a 4-row batch scores each position
- * exactly as decoding it alone would. */
+ * exactly as decoding it alone would.  T = 2..9: the vec-dot kernels' row groups (verify
+ * batches; 9 = a full group of 8 and one more); 17 >= NX_GEMM_MIN_T: the GEMM path. */
 static void test_matmul_batch_invariant(void **state) {
     (void)state;
-    const int64_t T = 17; /* >= NX_GEMM_MIN_T: the GEMM path against the 1-row vec-dot path */
-    _Static_assert(17 >= NX_GEMM_MIN_T, "batch must reach the GEMM path");
-    float *wf = malloc(sizeof(float) * IN * OUT), *x = malloc(sizeof(float) * IN * T);
-    float *yb = malloc(sizeof(float) * T * OUT), *y1 = malloc(sizeof(float) * OUT);
+    static const int64_t Tb[] = {2, 3, 4, 5, 6, 7, 8, 9, TMAX};
+    _Static_assert(TMAX >= NX_GEMM_MIN_T, "batch must reach the GEMM path");
+    float *wf = malloc(sizeof(float) * IN * OUT), *x = malloc(sizeof(float) * IN * TMAX);
+    float *yb = malloc(sizeof(float) * TMAX * OUT), *y1 = malloc(sizeof(float) * OUT);
     fill(wf, IN * OUT, 5);
-    fill(x, IN * T, 6);
+    fill(x, IN * TMAX, 6);
     nx_pool *p = nx_pool_create(2, NULL);
     const nx_isa best = nx_cpu_isa();
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -189,13 +190,16 @@ static void test_matmul_batch_invariant(void **state) {
         nx_matmul_scratch s = {0};
         for (int isa = 0; isa <= (int)best; isa++) {
             nx_cpu_set_isa((nx_isa)isa);
-            assert_true(nx_matmul(p, &s, &w, x, T, yb, NULL));
-            for (int64_t t = 0; t < T; t++) {
-                assert_true(nx_matmul(p, &s, &w, x + t * IN, 1, y1, NULL));
-                if (memcmp(y1, yb + t * OUT, sizeof(float) * OUT) != 0) {
-                    print_error("%s isa=%s: row %lld of a %lld-row batch differs from the same row alone\n",
-                                tt->name, nx_isa_name((nx_isa)isa), (long long)t, (long long)T);
-                    fail();
+            for (size_t bi = 0; bi < sizeof Tb / sizeof Tb[0]; bi++) {
+                const int64_t T = Tb[bi];
+                assert_true(nx_matmul(p, &s, &w, x, T, yb, NULL));
+                for (int64_t t = 0; t < T; t++) {
+                    assert_true(nx_matmul(p, &s, &w, x + t * IN, 1, y1, NULL));
+                    if (memcmp(y1, yb + t * OUT, sizeof(float) * OUT) != 0) {
+                        print_error("%s isa=%s: row %lld of a %lld-row batch differs from the same row alone\n",
+                                    tt->name, nx_isa_name((nx_isa)isa), (long long)t, (long long)T);
+                        fail();
+                    }
                 }
             }
         }

@@ -323,12 +323,16 @@ static void test_prepared_q8_0_layout(void **state) {
 
 /* ---- q4_K / q5_K / q6_K on prepared q8_K activations (AVX-512) ----
  * The layouts, as documented in quant_kprep_avx512.c, spelled out here from the format
- * definitions.  Activations, per super-block 384 bytes: codes as 4 vectors of 64 bytes (dword
- * lane k of vector q = codes 16k+4q..16k+4q+3), then 16 floats dy * bsums[k] (q4_K / q5_K) or 16
- * int32 -32 * bsums[k] (q6_K), then 16 copies of dy.  Weights (nx_kprep_decode): the unsigned
- * codes in the same lane order, and per lane ds = d * scale, dm = dmin * min of the lane's
- * sub-block; so ds * code - dm (q6_K: ds * (code - 32)) must be to_float's value, bit for bit
- * (to_float is ggml's dequantisation, checked against ggml in test_quant_fixtures). */
+ * definitions.  q6_K, per super-block ("step") 384 bytes: codes as 4 vectors of 64 bytes (dword
+ * lane k of vector q = codes 16k+4q..16k+4q+3), 16 int32 -32 * bsums[k], 16 copies of dy.
+ * q4_K / q5_K, per step of two super-blocks 640 bytes (an odd last super-block pairs with zeros):
+ * codes as 8 vectors of 64 bytes (dword lane 8s+j of vector v = codes 32j+4v..32j+4v+3 of
+ * super-block s of the pair), 16 floats dy_s * (bsums[2j] + bsums[2j+1]), 16 floats dy_s.
+ * Weights (nx_kprep_decode): the unsigned codes in the same lane order, and per lane ds = d *
+ * scale, dm = dmin * min of the lane's sub-block, except that q4_K's lanes of odd j hold code * 16
+ * (the high nibble in place) and ds / 16; so ds * code - dm (q6_K: ds * (code - 32)) must be
+ * to_float's value, bit for bit (to_float is ggml's dequantisation, checked against ggml in
+ * test_quant_fixtures). */
 static int kcode(nx_type type, const void *blk, int e) { /* the unsigned code of element e */
     if (type == NX_TYPE_Q6_K) {
         const nx_block_q6_K *b = blk;
@@ -342,6 +346,19 @@ static int kcode(nx_type type, const void *blk, int e) { /* the unsigned code of
     return type == NX_TYPE_Q5_K ? code | (((((const nx_block_q5_K *)blk)->qh[l] >> j) & 1) << 4) : code;
 }
 
+/* The element (of the pair's super-block *sb) behind byte u of dword lane l of code vector v of a
+ * prepared step, or -1 where the layout holds a zero. */
+static int kp_element(nx_type type, int64_t nb, int64_t step, int v, int l, int u, int64_t *sb) {
+    if (type == NX_TYPE_Q6_K) {
+        if (v >= 4) return -1;
+        *sb = step;
+        return 16 * l + 4 * v + u;
+    }
+    *sb = 2 * step + l / 8;
+    if (*sb >= nb) return -1;
+    return 32 * (l % 8) + 4 * v + u;
+}
+
 static void test_prepared_k_layout(void **state) {
     (void)state;
     if (nx_cpu_isa() < NX_ISA_AVX512) {
@@ -351,69 +368,92 @@ static void test_prepared_k_layout(void **state) {
     const nx_type ktypes[] = {NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K};
     tu_rng rng;
     tu_rng_seed(&rng, 5151);
-    const int64_t nb = 3, n = nb * 256;
+    const int64_t nb = 3, n = nb * 256; /* odd: q4_K / q5_K's last step has a zero half */
     for (size_t ti = 0; ti < NX_ARRAY_LEN(ktypes); ti++) {
         const nx_type type = ktypes[ti];
+        const bool six = type == NX_TYPE_Q6_K;
         const nx_type_traits *t = nx_type_get(type);
         const nx_prepared_dot *p = &t->prepared[NX_ISA_AVX512];
         assert_non_null(p->dot);
+        const int64_t nsteps = six ? nb : (nb + 1) / 2;
+        const size_t step_bytes = six ? 384 : 640;
+        assert_int_equal(nx_kprep_steps(type, n), nsteps);
+        assert_int_equal(nx_kprep_step_bytes(type), step_bytes);
         /* weights: random bytes with sane scales */
         unsigned char *w = malloc(t->type_size * nb);
         random_weights(type, w, n, &rng);
         float *deq = malloc(sizeof(float) * n);
         t->to_float(w, deq, n);
-        for (int64_t ib = 0; ib < nb; ib++) {
-            _Alignas(64) uint8_t codes[256];
+        for (int64_t is = 0; is < nsteps; is++) {
+            _Alignas(64) uint8_t codes[512];
             _Alignas(64) float ds[16], dm[16];
-            nx_kprep_decode(type, w, ib, codes, ds, dm);
-            const void *blk = w + ib * t->type_size;
-            for (int k = 0; k < 16; k++)
-                for (int q = 0; q < 4; q++)
+            memset(codes, 0xEE, sizeof codes);
+            nx_kprep_decode(type, w, n, is, codes, ds, dm);
+            for (int l = 0; l < 16; l++) {
+                int64_t sb = 0;
+                if (kp_element(type, nb, is, 0, l, 0, &sb) < 0) { /* the zero half */
+                    assert_true(ds[l] == 0.0f && dm[l] == 0.0f);
+                    for (int v = 0; v < 8; v++)
+                        for (int u = 0; u < 4; u++) assert_int_equal(codes[64 * v + 4 * l + u], 0);
+                    continue;
+                }
+                const int mul = type == NX_TYPE_Q4_K && l % 2 ? 16 : 1; /* q4_K high nibble in place */
+                for (int v = 0; v < (six ? 4 : 8); v++)
                     for (int u = 0; u < 4; u++) {
-                        const int e = 16 * k + 4 * q + u, code = kcode(type, blk, e);
-                        assert_int_equal(codes[64 * q + 4 * k + u], code);
-                        volatile float prod = ds[k] * (float)(type == NX_TYPE_Q6_K ? code - 32 : code);
-                        volatile float v = type == NX_TYPE_Q6_K ? prod : prod - dm[k];
-                        const float want = deq[ib * 256 + e], got = v;
+                        const int e = kp_element(type, nb, is, v, l, u, &sb);
+                        const int code = kcode(type, w + sb * t->type_size, e) * mul;
+                        assert_int_equal(codes[64 * v + 4 * l + u], code);
+                        volatile float prod = ds[l] * (float)(six ? code - 32 : code);
+                        volatile float val = six ? prod : prod - dm[l];
+                        const float want = deq[sb * 256 + e], got = val;
                         if (memcmp(&got, &want, sizeof got) != 0)
                             fail_msg("%s block %lld element %d: ds * code - dm = %.9g, to_float %.9g", t->name,
-                                     (long long)ib, e, (double)got, (double)want);
+                                     (long long)sb, e, (double)got, (double)want);
                     }
+            }
         }
         /* activations: the layout from floats and from q8_K blocks */
         float *xf = malloc(sizeof(float) * n);
         nx_block_q8_K *ref = malloc(sizeof(nx_block_q8_K) * nb);
         const size_t bytes = p->row_bytes(n);
-        assert_int_equal(bytes, (size_t)(384 * nb));
+        assert_int_equal(bytes, (size_t)nsteps * step_bytes);
         unsigned char *row = malloc(bytes), *row2 = malloc(bytes);
         for (int dist = 0; dist < DIST_COUNT; dist++) {
             fill_dist(xf, n, dist, 1e15f, &rng);
             nx_type_get(NX_TYPE_Q8_K)->from_float(xf, ref, n);
             memset(row, 0xAB, bytes); /* every byte must be written */
             p->prepare(xf, row, n);
-            for (int64_t ib = 0; ib < nb; ib++) {
-                const unsigned char *sb = row + 384 * ib;
-                for (int k = 0; k < 16; k++) {
-                    for (int q = 0; q < 4; q++)
-                        for (int u = 0; u < 4; u++)
-                            assert_int_equal((int8_t)sb[64 * q + 4 * k + u], ref[ib].qs[16 * k + 4 * q + u]);
-                    if (type == NX_TYPE_Q6_K) {
+            for (int64_t is = 0; is < nsteps; is++) {
+                const unsigned char *st = row + step_bytes * is;
+                for (int l = 0; l < 16; l++) {
+                    int64_t sb = 0;
+                    const bool zero = kp_element(type, nb, is, 0, l, 0, &sb) < 0;
+                    for (int v = 0; v < (six ? 4 : 8); v++)
+                        for (int u = 0; u < 4; u++) {
+                            const int e = kp_element(type, nb, is, v, l, u, &sb);
+                            assert_int_equal((int8_t)st[64 * v + 4 * l + u], zero ? 0 : ref[sb].qs[e]);
+                        }
+                    const size_t sums = six ? 256 : 512, dys = six ? 320 : 576;
+                    float dy;
+                    memcpy(&dy, st + dys + 4 * l, 4);
+                    if (six) {
                         int32_t got;
-                        memcpy(&got, sb + 256 + 4 * k, 4);
-                        assert_int_equal(got, -32 * ref[ib].bsums[k]);
+                        memcpy(&got, st + sums + 4 * l, 4);
+                        assert_int_equal(got, -32 * ref[sb].bsums[l]);
                     } else {
                         float got;
-                        memcpy(&got, sb + 256 + 4 * k, 4);
-                        volatile float want = ref[ib].d * (float)ref[ib].bsums[k];
-                        assert_true(got == want);
+                        memcpy(&got, st + sums + 4 * l, 4);
+                        const int j = l % 8;
+                        volatile float want =
+                            zero ? 0.0f : ref[sb].d * (float)(ref[sb].bsums[2 * j] + ref[sb].bsums[2 * j + 1]);
+                        assert_true(memcmp(&got, (const float *)&want, 4) == 0);
                     }
-                    float dy;
-                    memcpy(&dy, sb + 320 + 4 * k, 4);
-                    assert_true(memcmp(&dy, &ref[ib].d, 4) == 0);
+                    const float want_dy = zero ? 0.0f : ref[sb].d;
+                    assert_true(memcmp(&dy, &want_dy, 4) == 0);
                 }
             }
             memset(row2, 0xCD, bytes);
-            if (type == NX_TYPE_Q6_K) nx_prep_q8_K_q6_from_blocks(ref, row2, n);
+            if (six) nx_prep_q8_K_q6_from_blocks(ref, row2, n);
             else nx_prep_q8_K_from_blocks(ref, row2, n);
             assert_memory_equal(row, row2, bytes);
         }

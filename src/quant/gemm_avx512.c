@@ -8,12 +8,14 @@
  *    converted and fmadd-ed with dw_j * dy_j into one 16-lane acc, octets in order, zero-padded
  *    blocks adding fma(0, 0, acc); result hsum256(lower + upper half of acc).  (The plain q8_0
  *    kernel, nx_dot_q8_0_avx512, sums differently; matmul never uses it at the AVX-512 level.)
- *  - q4_K / q5_K / q6_K: the prepared-activation kernels of quant_kprep_avx512.c: per
- *    super-block, 16 int32 lanes (lane k = exact dot of the 16 codes 16k..16k+15; q6_K's chain
- *    starts at -32 * bsums[k]), acc = fma(float(lane), ds * dy, acc), then for q4_K / q5_K
+ *  - q4_K / q5_K / q6_K: the prepared-activation kernels of quant_kprep_avx512.c: per step
+ *    (q4_K / q5_K: two super-blocks, lane 8s + j = exact dot of sub-block j of super-block s of
+ *    the pair; q6_K: one super-block, lane k = exact dot of codes 16k..16k+15, the chain started
+ *    at -32 * bsums[k]), acc = fma(float(lane), ds * dy, acc), then for q4_K / q5_K
  *    acc = fnmadd(dm, yd, acc) (ds / dm: d * scale / dmin * min of the lane's sub-block, yd = dy
- *    * bsums[k]); result hsum256(lower + upper half of acc).  (The kernels on plain q8_K rows,
- *    quant_kquant_avx512.c, sum differently; matmul never uses them at the AVX-512 level.)
+ *    * the sub-block's code sum); result hsum256(lower + upper half of acc).  (The kernels on
+ *    plain q8_K rows, quant_kquant_avx512.c, sum differently; matmul never uses them at the
+ *    AVX-512 level.)
  * If one of those kernels changes its float operations, the matching kernel here must follow
  * (tests/test_gemm.c compares them bit for bit).
  *
@@ -102,30 +104,33 @@ const nx_gemm_ops nx_gemm_q8_0_avx512 = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_
                                          q8_0_panel_bytes, q8_0_pack_panel, q8_0_tile};
 
 /* ---- K formats ---------------------------------------------------------------------------------
- * Activations: the prepared layout of quant_kprep_avx512.c (nx_prep_q8_K_from_blocks, or the
- * q6_K variant with -32 * bsums), per super-block KP_ACT_STEP bytes: 4 x 64 code bytes (dword
- * lane k of vector q = codes 16k+4q..16k+4q+3), 16 floats yd (q4_K / q5_K) or int32 corr (q6_K),
- * 16 copies of dy.
- * Panel, per super-block, per weight row m (KP_W_STEP bytes): the 4 vectors of decoded codes in
- * the same lane order, ds[16], dm[16] (nx_kprep_decode: the very values the 1-row kernel has in
- * its registers); a missing row has zero codes and scales. */
+ * Activations: the prepared layouts of quant_kprep_avx512.c (nx_prep_q8_K_from_blocks for q4_K /
+ * q5_K: steps of two super-blocks, 640 bytes: 8 x 64 code bytes, 16 floats yd, 16 floats dy;
+ * nx_prep_q8_K_q6_from_blocks for q6_K: steps of one super-block, 384 bytes: 4 x 64 code bytes,
+ * 16 int32 corr, 16 copies of dy).
+ * Panel, per step, per weight row m (KP_W_STEP bytes): the decoded code vectors in the same lane
+ * order (8 or 4), ds[16], dm[16] (nx_kprep_decode: the very values the 1-row kernel has in its
+ * registers); a missing row has zero codes and scales. */
 #define KP_MR 4
 #define KP_NR 4
-#define KP_ACT_STEP 384
-#define KP_W_STEP 384
+#define KP_W_STEP 640 /* 512 code bytes (q6_K: 256 used), ds, dm */
 
-static size_t kp_act_row_bytes(int64_t n) { return nx_prep_q8_K_row_bytes(n); }
+static size_t k4_act_row_bytes(int64_t n) { return nx_prep_q8_K_row_bytes(n); }
+static size_t q6_act_row_bytes(int64_t n) { return nx_prep_q8_K_q6_row_bytes(n); }
 
-static size_t kp_panel_bytes(int64_t n) { return (size_t)(n / NX_QK_K) * KP_MR * KP_W_STEP; }
+static size_t k4_panel_bytes(int64_t n) { return (size_t)nx_kprep_steps(NX_TYPE_Q4_K, n) * KP_MR * KP_W_STEP; }
+static size_t q6_panel_bytes(int64_t n) { return (size_t)nx_kprep_steps(NX_TYPE_Q6_K, n) * KP_MR * KP_W_STEP; }
 
 static void kp_pack_panel(uint32_t type, const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
-    const int64_t nb = n / NX_QK_K;
-    for (int64_t ib = 0; ib < nb; ib++)
+    const int64_t ns = nx_kprep_steps(type, n);
+    for (int64_t is = 0; is < ns; is++)
         for (int m = 0; m < KP_MR; m++) {
-            uint8_t *p = (uint8_t *)panel + ((size_t)ib * KP_MR + (size_t)m) * KP_W_STEP;
-            if (m < rows) nx_kprep_decode(type, (const char *)w + (size_t)m * row_bytes, ib, p, (float *)(p + 256),
-                                          (float *)(p + 320));
-            else memset(p, 0, KP_W_STEP);
+            uint8_t *p = (uint8_t *)panel + ((size_t)is * KP_MR + (size_t)m) * KP_W_STEP;
+            if (m < rows) {
+                memset(p, 0, 512);
+                nx_kprep_decode(type, (const char *)w + (size_t)m * row_bytes, n, is, p, (float *)(p + 512),
+                                (float *)(p + 576));
+            } else memset(p, 0, KP_W_STEP);
         }
 }
 
@@ -139,28 +144,39 @@ static void q6_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n
     kp_pack_panel(NX_TYPE_Q6_K, w, row_bytes, rows, n, panel);
 }
 
-/* six: q6_K (the chain starts at corr, no mins term) rather than q4_K / q5_K */
+/* six: q6_K (steps of one super-block, the chain starts at corr, no mins term) rather than
+ * q4_K / q5_K (steps of two super-blocks, two dpbusd chains of 4 added, then the mins term) */
 ALWAYS_INLINE void kp_tile(bool six, int64_t n, const void *panel, const void *const *x, float *out) {
-    const int64_t nb = n / NX_QK_K;
+    const int64_t ns = nx_kprep_steps(six ? NX_TYPE_Q6_K : NX_TYPE_Q4_K, n);
+    const size_t astep = six ? 384 : 640;
     __m512 acc[KP_MR][KP_NR];
     for (int m = 0; m < KP_MR; m++)
         for (int r = 0; r < KP_NR; r++) acc[m][r] = _mm512_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const char *p = (const char *)panel + (size_t)ib * KP_MR * KP_W_STEP;
+    for (int64_t is = 0; is < ns; is++) {
+        const char *p = (const char *)panel + (size_t)is * KP_MR * KP_W_STEP;
         for (int m = 0; m < KP_MR; m++) {
             const char *pm = p + m * KP_W_STEP;
-            const __m512i v0 = _mm512_load_si512(pm), v1 = _mm512_load_si512(pm + 64);
-            const __m512i v2 = _mm512_load_si512(pm + 128), v3 = _mm512_load_si512(pm + 192);
-            const __m512 ds = _mm512_load_ps(pm + 256), dm = _mm512_load_ps(pm + 320);
+            __m512i v[8];
+            for (int q = 0; q < (six ? 4 : 8); q++) v[q] = _mm512_load_si512(pm + 64 * q);
+            const __m512 ds = _mm512_load_ps(pm + 512), dm = _mm512_load_ps(pm + 576);
             for (int r = 0; r < KP_NR; r++) {
-                const char *a = (const char *)x[r] + (size_t)ib * KP_ACT_STEP;
-                __m512i t = six ? _mm512_load_si512(a + 256) : _mm512_setzero_si512();
-                t = _mm512_dpbusd_epi32(t, v0, _mm512_load_si512(a));
-                t = _mm512_dpbusd_epi32(t, v1, _mm512_load_si512(a + 64));
-                t = _mm512_dpbusd_epi32(t, v2, _mm512_load_si512(a + 128));
-                t = _mm512_dpbusd_epi32(t, v3, _mm512_load_si512(a + 192));
-                acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ds, _mm512_load_ps(a + 320)), acc[m][r]);
-                if (!six) acc[m][r] = _mm512_fnmadd_ps(dm, _mm512_load_ps(a + 256), acc[m][r]);
+                const char *a = (const char *)x[r] + (size_t)is * astep;
+                if (six) {
+                    __m512i t = _mm512_load_si512(a + 256);
+                    for (int q = 0; q < 4; q++) t = _mm512_dpbusd_epi32(t, v[q], _mm512_load_si512(a + 64 * q));
+                    acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ds, _mm512_load_ps(a + 320)),
+                                                acc[m][r]);
+                } else {
+                    __m512i t = _mm512_setzero_si512(), u = _mm512_setzero_si512();
+                    for (int q = 0; q < 4; q++) {
+                        t = _mm512_dpbusd_epi32(t, v[q], _mm512_load_si512(a + 64 * q));
+                        u = _mm512_dpbusd_epi32(u, v[q + 4], _mm512_load_si512(a + 256 + 64 * q));
+                    }
+                    t = _mm512_add_epi32(t, u);
+                    acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ds, _mm512_load_ps(a + 576)),
+                                                acc[m][r]);
+                    acc[m][r] = _mm512_fnmadd_ps(dm, _mm512_load_ps(a + 512), acc[m][r]);
+                }
             }
         }
     }
@@ -177,9 +193,9 @@ static void q6_tile(int64_t n, const void *panel, const void *const *x, float *o
     kp_tile(true, n, panel, x, out);
 }
 
-const nx_gemm_ops nx_gemm_q4_K_avx512 = {KP_MR, KP_NR, kp_act_row_bytes, nx_prep_q8_K_from_blocks,
-                                        kp_panel_bytes, q4_K_pack_panel, k4_tile};
-const nx_gemm_ops nx_gemm_q5_K_avx512 = {KP_MR, KP_NR, kp_act_row_bytes, nx_prep_q8_K_from_blocks,
-                                        kp_panel_bytes, q5_K_pack_panel, k4_tile};
-const nx_gemm_ops nx_gemm_q6_K_avx512 = {KP_MR, KP_NR, kp_act_row_bytes, nx_prep_q8_K_q6_from_blocks,
-                                        kp_panel_bytes, q6_K_pack_panel, q6_tile};
+const nx_gemm_ops nx_gemm_q4_K_avx512 = {KP_MR, KP_NR, k4_act_row_bytes, nx_prep_q8_K_from_blocks,
+                                        k4_panel_bytes, q4_K_pack_panel, k4_tile};
+const nx_gemm_ops nx_gemm_q5_K_avx512 = {KP_MR, KP_NR, k4_act_row_bytes, nx_prep_q8_K_from_blocks,
+                                        k4_panel_bytes, q5_K_pack_panel, k4_tile};
+const nx_gemm_ops nx_gemm_q6_K_avx512 = {KP_MR, KP_NR, q6_act_row_bytes, nx_prep_q8_K_q6_from_blocks,
+                                        q6_panel_bytes, q6_K_pack_panel, q6_tile};

@@ -173,7 +173,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q6_K_avx512},
         .prepared = {
-            [NX_ISA_AVX512] = {nx_dot_q6_K_prep_avx512, nx_prepare_q8_K_q6_avx512, nx_prep_q8_K_row_bytes},
+            [NX_ISA_AVX512] = {nx_dot_q6_K_prep_avx512, nx_prepare_q8_K_q6_avx512, nx_prep_q8_K_q6_row_bytes},
         },
 #endif
     },

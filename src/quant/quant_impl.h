@@ -145,21 +145,28 @@ void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_0_row_bytes(int64_t n);
 /* the prepared layout from q8_0 blocks (used by the GEMM path and tests) */
 void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n);
-/* q4_K / q5_K / q6_K on prepared q8_K activations (layout in quant_kprep_avx512.c; q6_K's
- * variant carries -32 * bsums where q4_K / q5_K's carries dy * bsums) */
+/* q4_K / q5_K / q6_K on prepared q8_K activations (layouts in quant_kprep_avx512.c: q4_K / q5_K
+ * in steps of two super-blocks with dy * bsums per sub-block, q6_K in steps of one super-block
+ * with -32 * bsums) */
 void nx_dot_q4_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q5_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q6_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_prepare_q8_K_avx512(const float *src, void *dst, int64_t n);
 void nx_prepare_q8_K_q6_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_K_row_bytes(int64_t n);
+size_t nx_prep_q8_K_q6_row_bytes(int64_t n);
 /* the prepared layouts from q8_K blocks (the GEMM path and tests) */
 void nx_prep_q8_K_from_blocks(const void *xq, void *dst, int64_t n);
 void nx_prep_q8_K_q6_from_blocks(const void *xq, void *dst, int64_t n);
-/* super-block ib of a q4_K / q5_K / q6_K weight row decoded as the prepared kernel sees it:
- * codes in lane order (vector q, dword lane k = codes 16k+4q..16k+4q+3, unsigned), ds / dm per
- * lane (dm = 0 for q6_K).  The GEMM panels are made of these. */
-void nx_kprep_decode(uint32_t type, const void *w, int64_t ib, uint8_t codes[256], float ds[16], float dm[16]);
+/* Step `step` of a q4_K / q5_K / q6_K weight row of n elements decoded as the prepared kernel
+ * sees it: codes in lane order (q4_K / q5_K: 8 vectors of 64 bytes covering super-blocks 2*step
+ * and 2*step+1, the second zero past the row's end; q6_K: 4 vectors, super-block `step`),
+ * unsigned; ds / dm per lane (dm = 0 for q6_K).  nx_kprep_steps: steps per row;
+ * nx_kprep_step_bytes: prepared activation bytes per step.  The GEMM panels are made of these. */
+void nx_kprep_decode(uint32_t type, const void *w, int64_t n, int64_t step, uint8_t codes[512], float ds[16],
+                     float dm[16]);
+int64_t nx_kprep_steps(uint32_t type, int64_t n);
+size_t nx_kprep_step_bytes(uint32_t type);
 void nx_from_float_q8_0_avx512(const float *src, void *dst, int64_t n); /* quant_convert_avx512.c */
 /* lowbit formats (quant_lowbit_avx2.c, quant_lowbit_avx512.c) */
 void nx_dot_q2_K_avx2(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
