@@ -1,4 +1,4 @@
-/* cmd_quantize.c - `nextn quantize IN.gguf OUT.gguf TYPE [-t N] [--force] [-q]`. */
+/* cmd_quantize.c - `nextn quantize IN.gguf OUT.gguf TYPE [options]` (llama-quantize's options). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,12 @@
 
 #define CMD "quantize"
 
+static const nx_cli_flag_name flags[] = {
+    {"allow_requantize", "--allow-requantize"},
+    {"output_type / token_embd_type", "--output-tensor-type / --token-embedding-type"},
+    {NULL, NULL},
+};
+
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3] = {0};
     nx_arg_list files = {pos, 0, 3, false};
@@ -24,19 +30,26 @@ int cmd_quantize(int argc, char **argv) {
     int32_t threads = 0;
     const char *imatrix_path = NULL;
     nx_err err;
-    bool force = false, quiet = false;
+    bool force = false, quiet = false, allow_requantize = false, pure = false;
+    const char *output_type = NULL, *token_embd_type = NULL;
     nx_arg args[] = {
         {"--tensor-type", NULL, NX_ARG_LIST, &ov_list, "PATTERN=T",
          "tensors matching PATTERN (extended regex) get type T (repeatable; first match)", 0, 0, NULL, false},
         {"--imatrix", NULL, NX_ARG_STRING, &imatrix_path, "FILE",
          "importance matrix (llama-imatrix's GGUF or legacy .dat) for the quantisers", 0, 0, NULL, false},
+        {"--output-tensor-type", NULL, NX_ARG_STRING, &output_type, "T", "output.weight gets type T", 0, 0, NULL, false},
+        {"--token-embedding-type", NULL, NX_ARG_STRING, &token_embd_type, "T", "token_embd.weight gets type T", 0, 0, NULL, false},
+        {"--pure", NULL, NX_ARG_FLAG, &pure, NULL, "every quantisable tensor in TYPE's base type (no per-tensor rules)", 0, 0, NULL, false},
+        {"--allow-requantize", NULL, NX_ARG_FLAG, &allow_requantize, NULL,
+         "re-quantise tensors that are already quantised (refused otherwise: it loses precision)", 0, 0, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--force", NULL, NX_ARG_FLAG, &force, NULL, "replace an existing OUT.gguf", 0, 0, NULL, false},
         {"--quiet", "-q", NX_ARG_FLAG, &quiet, NULL, "no progress line (it is shown only when stderr is a terminal)", 0, 0, NULL, false},
     };
     char synopsis[1024];
     snprintf(synopsis, sizeof synopsis,
-             "IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=T]... [-t N] [--force] [-q]\n\n"
+             "IN.gguf OUT.gguf TYPE [--imatrix FILE] [--tensor-type PATTERN=T]... [--output-tensor-type T]\n"
+             "       [--token-embedding-type T] [--pure] [--allow-requantize] [-t N] [--force] [-q]\n\n"
              "Re-quantises a GGUF with llama.cpp's per-tensor rules, byte for byte as llama-quantize\n"
              "(with --imatrix as llama-quantize --imatrix).\n"
              "TYPE: %s\n"
@@ -51,6 +64,15 @@ int cmd_quantize(int argc, char **argv) {
     const size_t n_ov = (size_t)ov_list.n;
     for (size_t i = 0; i < n_ov; i++)
         if (!nx_quant_override_parse(ov_arg[i], &ov[i], &err)) return nx_usage_error(CMD, "--tensor-type: %s", err.msg);
+    uint32_t types[2] = {NX_QTYPE_NONE, NX_QTYPE_NONE};
+    const char *type_args[2] = {output_type, token_embd_type}, *type_flags[2] = {"--output-tensor-type", "--token-embedding-type"};
+    for (int i = 0; i < 2; i++) {
+        nx_type t;
+        if (!type_args[i]) continue;
+        if (!nx_type_from_name(type_args[i], &t) || !nx_type_get(t)->from_float)
+            return nx_usage_error(CMD, "%s: '%s' is not a type nextn can quantise to", type_flags[i], type_args[i]);
+        types[i] = (uint32_t)t;
+    }
     const nx_quant_mix *mix = nx_quant_mix_find(pos[2]);
     if (!mix) return nx_usage_error(CMD, "unknown type '%s' (%s)", pos[2], nx_quant_mix_names());
     struct stat sb;
@@ -59,17 +81,20 @@ int cmd_quantize(int argc, char **argv) {
         return 1;
     }
     nx_imatrix *im = NULL;
-    if (imatrix_path && !nx_imatrix_load(imatrix_path, &im, &err)) { nx_cli_report("quantize", err.msg, NULL); return 1; }
+    if (imatrix_path && !nx_imatrix_load(imatrix_path, &im, &err)) { nx_cli_report("quantize", err.msg, flags); return 1; }
     nx_pool *pool = nx_pool_create(threads, &err);
-    if (!pool) { nx_imatrix_free(im); nx_cli_report("quantize", err.msg, NULL); return 1; }
+    if (!pool) { nx_imatrix_free(im); nx_cli_report("quantize", err.msg, flags); return 1; }
     nx_cli_progress p;
     nx_cli_progress_init(&p, "quantize", "tensor", "MB", quiet);
-    nx_quant_opts opts = {ov, n_ov, im, imatrix_path};
+    nx_quant_opts opts = {.overrides = ov, .n_overrides = n_ov, .imatrix = im, .imatrix_path = imatrix_path,
+                          .allow_requantize = allow_requantize, .pure = pure,
+                          .has_output_type = output_type != NULL, .has_token_embd_type = token_embd_type != NULL,
+                          .output_type = types[0], .token_embd_type = types[1]};
     bool ok = nx_quantize_file_ex(pos[0], pos[1], mix, &opts, pool, nx_cli_progress_tool, &p, &err);
     nx_pool_free(pool);
     nx_imatrix_free(im);
     nx_cli_progress_end(&p);
-    if (!ok) { nx_cli_report("quantize", err.msg, NULL); return 1; }
+    if (!ok) { nx_cli_report("quantize", err.msg, flags); return 1; }
     if (!quiet) fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);
     return 0;
 }

@@ -20,11 +20,11 @@
 #include "quant/quant.h"
 #include "convert/quantize.h"
 
-static char made[40][512];
+static char made[64][512];
 static int n_made;
 
 static const char *tmp(const char *tag) {
-    assert_true(n_made < 40);
+    assert_true(n_made < 64);
     snprintf(made[n_made], sizeof made[0], "%s", tu_tmp_path(tag));
     return made[n_made++];
 }
@@ -162,6 +162,74 @@ static void test_file_a_q3_k_m(void **s) { (void)s; check_file_of("hf-qwen35-a",
 static void test_file_q4_k_m(void **s) { (void)s; check_file("q4_k_m"); }
 static void test_file_q5_k_m(void **s) { (void)s; check_file("q5_k_m"); }
 
+/* llama-quantize's options (--pure, --output-tensor-type, --token-embedding-type,
+ * --allow-requantize) and the unquantised targets, whole files against its outputs
+ * (tests/fixtures/quantize/options-llama-quantize.txt). */
+#define OPTIONS_MANIFEST "tests/fixtures/quantize/options-llama-quantize.txt"
+
+static const char *quantize_opts(const char *in, const char *mix_name, const char *tag, const nx_quant_opts *o,
+                                 nx_err *err) {
+    const char *out = tmp(tag);
+    nx_pool *pool = nx_pool_create(2, err);
+    assert_non_null(pool);
+    bool ok = nx_quantize_file_ex(in, out, nx_quant_mix_find(mix_name), o, pool, NULL, NULL, err);
+    nx_pool_free(pool);
+    return ok ? out : NULL;
+}
+
+static void expect_option_case(const char *mix_name, const char *tag, const nx_quant_opts *o) {
+    nx_err err;
+    const char *out = quantize_opts(tiny_f16(), mix_name, tag, o, &err);
+    if (!out) fail_msg("%s: %s", tag, err.msg);
+    tu_expect_recorded(OPTIONS_MANIFEST, "tiny", tag, out);
+}
+
+static void test_options(void **s) {
+    (void)s;
+    tu_expect_recorded(OPTIONS_MANIFEST, "input", "tiny", tiny_f16());
+    const nx_quant_opts none = {0};
+    expect_option_case("f16", "f16", &none);
+    expect_option_case("bf16", "bf16", &none);
+    expect_option_case("f32", "f32", &none);
+    const nx_quant_opts pure = {.pure = true};
+    expect_option_case("q4_k_m", "pure", &pure);
+    nx_quant_override ov;
+    nx_err err;
+    assert_true(nx_quant_override_parse("ffn_up=q8_0", &ov, &err));
+    const nx_quant_opts puretv = {.pure = true, .overrides = &ov, .n_overrides = 1};
+    expect_option_case("q4_k_m", "puretv", &puretv);
+    const nx_quant_opts ot = {.has_output_type = true, .output_type = NX_TYPE_Q8_0, .has_token_embd_type = true,
+                              .token_embd_type = NX_TYPE_Q4_0};
+    expect_option_case("q4_k_m", "ot", &ot);
+    /* re-quantising: refused without allow_requantize, naming a tensor, its type and the field */
+    const char *q = quantize_opts(tiny_f16(), "q4_k_s", "q4_k_s.gguf", &none, &err);
+    assert_non_null(q);
+    assert_null(quantize_opts(q, "q8_0", "rq-refused", &none, &err));
+    assert_non_null(strstr(err.msg, "already quantised"));
+    assert_non_null(strstr(err.msg, "allow_requantize"));
+    const nx_quant_opts rq = {.allow_requantize = true};
+    const char *out = quantize_opts(q, "q8_0", "rq", &rq, &err);
+    if (!out) fail_msg("rq: %s", err.msg);
+    tu_expect_recorded(OPTIONS_MANIFEST, "tiny", "rq", out);
+    /* a tensor that keeps its type is copied without allow_requantize (q8_0 of a q8_0 file) */
+    const char *q8 = quantize_opts(tiny_f16(), "q8_0", "q8.gguf", &none, &err);
+    assert_non_null(q8);
+    assert_non_null(quantize_opts(q8, "q8_0", "q8-again", &none, &err));
+    /* an explicit embeddings / head type gets no fallback: fixture a's rows of 64 do not fit q4_K */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/hf-qwen35-a", tu_src_path("tests/fixtures"));
+    const char *a16 = tmp("a-f16-opts.gguf");
+    nx_convert_opts co = {.out_type = NX_TYPE_F16};
+    if (!nx_convert_hf(dir, a16, &co, &err)) fail_msg("%s", err.msg);
+    const nx_quant_opts bad = {.has_token_embd_type = true, .token_embd_type = NX_TYPE_Q4_K};
+    const char *o2 = tmp("bad-embd");
+    nx_pool *pool = nx_pool_create(1, &err);
+    assert_false(nx_quantize_file_ex(a16, o2, nx_quant_mix_find("q8_0"), &bad, pool, NULL, NULL, &err));
+    nx_pool_free(pool);
+    assert_non_null(strstr(err.msg, "token_embd.weight"));
+    assert_non_null(strstr(err.msg, "token_embd_type"));
+}
+
 static void test_errors(void **s) {
     (void)s;
     nx_err err;
@@ -195,7 +263,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_dynamic),
         cmocka_unit_test(test_file_b_q2_k), cmocka_unit_test(test_file_b_iq4_xs), cmocka_unit_test(test_file_a_q3_k_m),
         cmocka_unit_test(test_file_q4_0),   cmocka_unit_test(test_file_q4_k_m), cmocka_unit_test(test_file_q5_k_m),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_options),     cmocka_unit_test(test_errors),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < n_made; i++) remove(made[i]);

@@ -14,6 +14,10 @@ check "--force replaces"            '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.ggu
 check "unknown type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q1_k 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "q1_k"'
 check "--tensor-type overrides a tensor's type" '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/o.gguf" q8_0 -q --tensor-type "blk\.0\.ffn_up=q5_1" --tensor-type FFN_DOWN=F16 && "$NEXTN" info "$tmp/o.gguf" >"$tmp/oi" && grep -Eq "blk\.0\.ffn_up\.weight +q5_1 " "$tmp/oi" && grep -Eq "blk\.1\.ffn_up\.weight +q8_0 " "$tmp/oi" && grep -Eq "blk\.0\.ffn_down\.weight +f16 " "$tmp/oi"'
 check "bad --tensor-type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 --tensor-type ffn_up=iq2_xs 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "iq2_xs"'
+check "a quantised input is refused, naming --allow-requantize" 'out=$("$NEXTN" quantize "$tmp/q.gguf" "$tmp/r.gguf" q4_0 -q 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "already quantised (q8_0).*--allow-requantize" && [ ! -e "$tmp/r.gguf" ]'
+check "--allow-requantize re-quantises" '"$NEXTN" quantize "$tmp/q.gguf" "$tmp/r.gguf" q4_0 -q --allow-requantize && "$NEXTN" info "$tmp/r.gguf" | grep -Eq "blk\.0\.ffn_up\.weight +q4_0 "'
+check "--pure, --output-tensor-type, --token-embedding-type" '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/p.gguf" q4_0 -q --pure --token-embedding-type q8_0 && "$NEXTN" info "$tmp/p.gguf" >"$tmp/pi" && grep -Eq "token_embd\.weight +q8_0 " "$tmp/pi" && grep -Eq "blk\.0\.ffn_down\.weight +q4_0 " "$tmp/pi"'
+check "--output-tensor-type with an unknown type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 --output-tensor-type q9 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "output-tensor-type.*q9"'
 check "missing input is an error"   'out=$("$NEXTN" quantize "$tmp/none.gguf" "$tmp/x.gguf" q8_0 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "none.gguf"'
 check "bad -t is a usage error"     '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 -t 0 2>/dev/null; [ $? -eq 2 ]'
 exit $fail

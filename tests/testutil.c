@@ -175,3 +175,47 @@ int tu_read_tokens(const char *rel, int32_t *tok, int cap) {
     free(raw);
     return n;
 }
+
+uint64_t tu_fnv1a64_file(const char *path, size_t *len) {
+    uint8_t *d = tu_read_file(path, len);
+    if (!d) fail_msg("%s: cannot read", path);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < *len; i++) h = (h ^ d[i]) * 0x100000001b3ull;
+    free(d);
+    return h;
+}
+
+bool tu_recorded(const char *manifest, const char *key1, const char *key2, unsigned long long *size,
+                 unsigned long long *hash) {
+    size_t len;
+    char *man = tu_read_file(tu_src_path(manifest), &len);
+    if (!man) fail_msg("cannot read %s", manifest);
+    bool found = false, refused = false;
+    for (char *line = man, *nl; !found && (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = 0;
+        char a[64], b[64], c[32];
+        if (line[0] == '#' || sscanf(line, "%63s %63s %31s", a, b, c) != 3) continue;
+        if (strcmp(a, key1) || strcmp(b, key2)) continue;
+        found = true;
+        refused = !strcmp(c, "refused");
+        if (!refused) assert_int_equal(sscanf(line, "%*s %*s %llu %llx", size, hash), 2);
+    }
+    free(man);
+    if (!found) fail_msg("%s has no line '%s %s'", manifest, key1, key2);
+    return !refused;
+}
+
+void tu_expect_recorded(const char *manifest, const char *key1, const char *key2, const char *path) {
+    unsigned long long size = 0, hash = 0;
+    if (!tu_recorded(manifest, key1, key2, &size, &hash)) fail_msg("%s %s: llama-quantize refused it", key1, key2);
+    size_t got_len;
+    uint64_t got = tu_fnv1a64_file(path, &got_len);
+    if (got_len != size || got != hash) {
+        if (!strcmp(key1, "input"))
+            fail_msg("input %s changed (%zu bytes, fnv1a64 %016llx; recorded %llu, %016llx): regenerate the "
+                     "fixtures (tests/fixtures/README.md, quantize/)", key2, got_len, (unsigned long long)got, size,
+                     hash);
+        fail_msg("%s %s: %zu bytes, fnv1a64 %016llx; llama-quantize wrote %llu bytes, %016llx", key1, key2, got_len,
+                 (unsigned long long)got, size, hash);
+    }
+}

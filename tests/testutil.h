@@ -32,6 +32,16 @@ const char *tu_src_path(const char *rel);
  * fails the test if it cannot be read. */
 int tu_read_tokens(const char *rel, int32_t *tok, int cap);
 
+/* ---- outputs recorded as size and FNV-1a 64 (the quantizer fixtures) ----------------------- */
+uint64_t tu_fnv1a64_file(const char *path, size_t *len);
+/* The line "KEY1 KEY2 SIZE HASH" (or "KEY1 KEY2 refused") of the source-tree manifest file:
+ * false for "refused", fails the test when there is no such line. */
+bool tu_recorded(const char *manifest, const char *key1, const char *key2, unsigned long long *size,
+                 unsigned long long *hash);
+/* Fails the test unless the file at path has the recorded size and hash (key1 "input": an input
+ * the test made, reported as a changed generator). */
+void tu_expect_recorded(const char *manifest, const char *key1, const char *key2, const char *path);
+
 /* ---- the trained demo model (models/nextn-demo.gguf) and its held-out prompts ----------- */
 /* Loads the demo model (with its MTP head if mtp); NULL after printing the error to stderr, so a
  * cmocka setup can return -1. */

@@ -32,7 +32,15 @@ static const nx_quant_mix mixes[] = {
     {"q3_k_l",   NX_FTYPE_MOSTLY_Q3_K_L, NX_TYPE_Q3_K},
     {"iq4_nl",   NX_FTYPE_MOSTLY_IQ4_NL, NX_TYPE_IQ4_NL},
     {"iq4_xs",   NX_FTYPE_MOSTLY_IQ4_XS, NX_TYPE_IQ4_XS},
+    /* not quantised: no rules, no fallback, no --tensor-type (llama.cpp applies them only when
+     * the base type is a quantised one) */
+    {"f16",      NX_FTYPE_MOSTLY_F16,    NX_TYPE_F16},
+    {"bf16",     NX_FTYPE_MOSTLY_BF16,   NX_TYPE_BF16},
+    {"f32",      NX_FTYPE_ALL_F32,       NX_TYPE_F32},
 };
+
+/* F32, F16 and BF16 are "not quantised" for llama.cpp (ggml_is_quantized). */
+static bool is_quantized(uint32_t type) { return type != NX_TYPE_F32 && type != NX_TYPE_F16 && type != NX_TYPE_BF16; }
 
 const nx_quant_mix *nx_quant_mix_find(const char *name) {
     for (size_t i = 0; i < NX_ARRAY_LEN(mixes); i++)
@@ -40,7 +48,7 @@ const nx_quant_mix *nx_quant_mix_find(const char *name) {
     return NULL;
 }
 
-const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q4_1, q5_1, q6_k, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs"; }
+const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q4_1, q5_1, q6_k, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs, f16, bf16, f32"; }
 
 /* ---- the rule tables ------------------------------------------------------------------------
  * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
@@ -189,15 +197,21 @@ void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *na
         if (c == CAT_OUTPUT) s->tied = false;
     }
     s->n_ffn_down = (int)block_count;
+    s->output_type = s->token_embd_type = NX_QTYPE_NONE;
 }
 
 uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint64_t ne0, uint32_t cur_type) {
     if (!allows_quantization(name, n_dims)) return cur_type;
+    /* explicit types for the embeddings and the head: as given, no fallback (llama.cpp) */
+    if (s->token_embd_type != NX_QTYPE_NONE && !strcmp(name, "token_embd.weight")) return s->token_embd_type;
+    if (s->output_type != NX_QTYPE_NONE && !strcmp(name, "output.weight")) return s->output_type;
+    if (!is_quantized(s->mix->base_type)) return s->mix->base_type;
     /* --tensor-type overrides: the first matching pattern decides; the rules (and their
      * counters) are skipped for that tensor, only the block-size fallback applies (llama.cpp) */
     for (size_t i = 0; i < s->n_overrides; i++)
         if (regexec(&s->override_re[i], name, 0, NULL, 0) == 0) return fallback(s->overrides[i].type, ne0);
     const uint32_t base = s->mix->base_type;
+    if (s->pure) return fallback(base, ne0);
     uint32_t t = base;
     qcat c = category(name);
     if (c == CAT_OUTPUT || (s->tied && c == CAT_TOKEN_EMBD)) {
@@ -384,7 +398,7 @@ bool nx_quant_override_parse(const char *arg, nx_quant_override *out, nx_err *er
 bool nx_quantize_file_ov(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                          const nx_quant_override *overrides, size_t n_overrides, nx_pool *pool,
                          nx_progress_fn progress, void *progress_user, nx_err *err) {
-    nx_quant_opts o = {overrides, n_overrides, NULL, NULL};
+    nx_quant_opts o = {.overrides = overrides, .n_overrides = n_overrides};
     return nx_quantize_file_ex(in_path, out_path, mix, &o, pool, progress, progress_user, err);
 }
 
@@ -469,6 +483,9 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
     qs.override_re = override_re;
     qs.n_overrides = opts->n_overrides;
     qs.has_imatrix = im != NULL;
+    qs.pure = opts->pure;
+    if (opts->has_output_type) qs.output_type = opts->output_type;
+    if (opts->has_token_embd_type) qs.token_embd_type = opts->token_embd_type;
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ts[i].type = nx_qstate_choose(&qs, ts[i].name, ts[i].n_dims, ts[i].src->ne[0], ts[i].src->type);
         if (ts[i].type == NX_QTYPE_NONE) {
@@ -481,6 +498,15 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
         const nx_type_traits *to = nx_type_get(ts[i].type);
         if (ts[i].type != ts[i].src->type && (!to || !to->from_float))
             ok = nx_fail(err, "tensor '%s': no quantiser for type %s", ts[i].name, nx_type_name(ts[i].type));
+        if (ok && ts[i].type != ts[i].src->type && ts[i].src->ne[0] % (uint64_t)block_of(ts[i].type))
+            ok = nx_fail(err, "tensor '%s': rows of %llu elements do not fit the %s block of %lld (an explicit "
+                         "output_type / token_embd_type gets no fallback type)", ts[i].name,
+                         (unsigned long long)ts[i].src->ne[0], nx_type_name(ts[i].type), (long long)block_of(ts[i].type));
+        /* a quantised tensor that changes type loses precision twice: refused unless asked for */
+        if (ok && ts[i].type != ts[i].src->type && is_quantized(ts[i].src->type) && !opts->allow_requantize)
+            ok = nx_fail(err, "%s: tensor '%s' is already quantised (%s); re-quantising it to %s loses precision "
+                         "and is refused unless allow_requantize is set (llama-quantize refuses it too)", in_path,
+                         ts[i].name, nx_type_name(ts[i].src->type), nx_type_name(ts[i].type));
         /* llama-quantize's tensor_requires_imatrix: in a q2_k_s file every Q2_K tensor but the
          * embeddings and the head (of the mixes nextn makes; the IQ1/IQ2/IQ3_XXS types it
          * cannot make need one too) */

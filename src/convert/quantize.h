@@ -74,6 +74,18 @@ typedef struct nx_quant_opts {
     size_t n_overrides;
     const struct nx_imatrix *imatrix;
     const char *imatrix_path;
+    /* A tensor that is already quantised (not F32/F16/BF16) and would change type is an error
+     * unless allow_requantize (llama-quantize's --allow-requantize); one that keeps its type is
+     * copied either way. */
+    bool allow_requantize;
+    /* pure: every quantisable tensor gets the mix's base type (overrides and the block-size
+     * fallback still apply; the bump rules do not), as llama-quantize --pure. */
+    bool pure;
+    /* With has_output_type / has_token_embd_type, output.weight / token_embd.weight get exactly
+     * that type, as llama-quantize's --output-tensor-type / --token-embedding-type: no fallback,
+     * so their rows must fit its block (an error names the tensor otherwise). */
+    bool has_output_type, has_token_embd_type;
+    uint32_t output_type, token_embd_type;
 } nx_quant_opts;
 bool nx_quantize_file_ex(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                          const nx_quant_opts *opts, nx_pool *pool, nx_progress_fn progress, void *progress_user,
@@ -92,6 +104,8 @@ typedef struct nx_qstate {
     const regex_t *override_re;         /* their compiled patterns */
     size_t n_overrides;
     bool has_imatrix;                   /* set after init: the imatrix rules apply */
+    bool pure;                          /* set after init: nx_quant_opts.pure */
+    uint32_t output_type, token_embd_type; /* nx_quant_opts's; NX_QTYPE_NONE after init */
 } nx_qstate;
 
 void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count);
