@@ -309,6 +309,24 @@ void nx_kprep_decode(uint32_t type, const void *w, int64_t n, int64_t step, uint
 
 /* ---- the kernel --------------------------------------------------------------------------- */
 
+/* out[i] = hsum256(lower 8 + upper 8 lanes of a[i]) for i < 4, bit for bit: the same additions
+ * with the same operands in the same order, done for four rows at once (lanes of a row's partial
+ * sums side by side).  hsum256(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)). */
+ALWAYS_INLINE void hsum4(const __m512 *a, float out[4]) {
+    /* v = lower 8 + upper 8: [vA | vB], [vC | vD] */
+    const __m512 vab = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 vcd = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* s_i = v_i + v_{i+4}: 128-bit chunk r = row r */
+    const __m512 sv = _mm512_add_ps(_mm512_shuffle_f32x4(vab, vcd, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(vab, vcd, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* lane 0 / 1 of a chunk: s0 + s2, s1 + s3; then lane 0: (s0 + s2) + (s1 + s3) */
+    const __m512 t = _mm512_add_ps(sv, _mm512_shuffle_ps(sv, sv, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 u = _mm512_add_ps(t, _mm512_movehdup_ps(t));
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), u)));
+}
+
 /* One step for nr rows: acc[r] per the float definition in the header. */
 ALWAYS_INLINE void kp_step(int kind, int nr, const kpstep *b, const char *const *xr, size_t off, __m512 *acc) {
     for (int r = 0; r < nr; r++) {
@@ -356,8 +374,16 @@ ALWAYS_INLINE void kp_rows(int kind, int nr, int64_t n, float *out, const void *
             kp_step(kind, nr, &b, xr, (size_t)(ib / 2) * KP4_STEP, acc);
         }
     }
-    for (int r = 0; r < nr; r++)
-        out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
+    if (nr == 1) {
+        out[0] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1)));
+        return;
+    }
+    for (int r = nr; r < KROWS; r++) acc[r] = _mm512_setzero_ps();
+    for (int r = 0; r < nr; r += 4) {
+        float o4[4];
+        hsum4(acc + r, o4);
+        for (int i = 0; i < 4 && r + i < nr; i++) out[r + i] = o4[i];
+    }
 }
 
 #define KP_CASE(kind, k) \
