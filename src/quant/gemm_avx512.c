@@ -127,7 +127,7 @@ static void kp_pack_panel(uint32_t type, const void *w, size_t row_bytes, int ro
         for (int m = 0; m < KP_MR; m++) {
             uint8_t *p = (uint8_t *)panel + ((size_t)is * KP_MR + (size_t)m) * KP_W_STEP;
             if (m < rows) {
-                memset(p, 0, 512);
+                if (type == NX_TYPE_Q6_K) memset(p + 256, 0, 256); /* q6_K fills 4 of the 8 code vectors */
                 nx_kprep_decode(type, (const char *)w + (size_t)m * row_bytes, n, is, p, (float *)(p + 512),
                                 (float *)(p + 576));
             } else memset(p, 0, KP_W_STEP);
