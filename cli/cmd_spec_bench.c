@@ -432,9 +432,10 @@ int cmd_spec_bench(int argc, char **argv) {
         shd[r] = tot > 0 ? sr.t_draft / tot : 0;
         shv[r] = tot > 0 ? sr.t_verify / tot : 0;
         printf("run %d: plain %.2f tok/s | spec %.2f tok/s (%.2fx) | acceptance %.1f%% (%lld/%lld) | %.2f tokens/step "
-               "| %lld of %lld steps drafted | time: draft %.0f%% verify %.0f%% sampling %.0f%%\n",
+               "| %lld of %lld steps drafted | MTP rows %lld, verify rows %lld | time: draft %.0f%% verify %.0f%% sampling %.0f%%\n",
                r + 1, pr.tps, sr.tps, sr.tps / pr.tps, 100 * acc[r], (long long)sr.st.accepted,
-               (long long)sr.st.drafted, tps[r], (long long)sr.st.spec_steps, (long long)sr.st.steps, 100 * shd[r],
+               (long long)sr.st.drafted, tps[r], (long long)sr.st.spec_steps, (long long)sr.st.steps,
+               (long long)sr.st.mtp_rows, (long long)sr.st.verify_rows, 100 * shd[r],
                100 * shv[r], tot > 0 ? 100 * sr.t_accept / tot : 0.0);
     }
     {

@@ -586,7 +586,10 @@ static double synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32
 }
 
 /* With random weights nothing is accepted: the cost model must end up drafting nothing on most
- * steps (plain decoding, with occasional one-token probes). */
+ * steps (plain decoding, with occasional one-token probes).  Under synth_cost a probe costs 1.2
+ * units more than a plain step of 1.1 (its MTP pass writes 16 backlog rows), so probes at most
+ * 1 % of the plain time are >= 110 steps apart: the first step (one draft, measuring) and two
+ * probes in 240 steps.  The doubling schedule alone (4, 8, 16, ... plain steps) drafted on 6. */
 static void test_cost_model_falls_back(void **state) {
     fixture *f = *state;
     nx_err err;
@@ -632,7 +635,7 @@ static void test_cost_model_falls_back(void **state) {
     const nx_spec_stats *st = nx_spec_get_stats(s);
     printf("cost model: %lld steps, %lld with drafts, %lld drafted, %lld accepted\n", (long long)st->steps,
            (long long)st->spec_steps, (long long)st->drafted, (long long)st->accepted);
-    assert_true(st->spec_steps * 4 < st->steps);
+    assert_true(st->spec_steps <= 4);
     nx_spec_free(s);
     nx_mtp_free(m);
     nx_ctx_free(c);

@@ -1,5 +1,6 @@
 /* test_spec_cost.c - the adaptive draft length's decision (src/spec/spec_cost.h): acceptance
- * counts per draft position and the per-sequence plan, against values derived by hand.
+ * counts per draft position, the per-sequence plan and the probe spacing, against values
+ * derived by hand.
  *
  * Costs in the plan cases (unless stated): a draft pass 0.1, a verify of r rows 1 + 0.1 (r - 1),
  * so N drafts for one sequence cost 0.1 N + 1 + 0.1 N = 1 + 0.2 N against 1 for plain. */
@@ -152,11 +153,44 @@ static void test_plan_per_sequence(void **state) {
     for (int i = 0; i < 4; i++) assert_int_equal(N4[i], 0);
 }
 
+/* First run length at which a probe is due (searching 1 .. 5000). */
+static int32_t first_due(int32_t interval, double extra, double plain, double budget, int32_t gap_max) {
+    for (int32_t run = 1; run <= 5000; run++)
+        if (nx_spec_probe_due(run, interval, extra, plain, budget, gap_max)) return run;
+    return -1;
+}
+
+/* The probe spacing: the caller's doubling interval, stretched to ceil(extra / (budget plain))
+ * plain steps so that probes cost at most `budget` of the plain time, capped at gap_max. */
+static void test_probe_spacing(void **state) {
+    (void)state;
+    /* an accepted probe (interval 1): the next follows at once, whatever it costs */
+    assert_int_equal(first_due(1, 5.0, 1.0, 0.01, 1024), 1);
+    /* cheap probes: the interval alone (0.02 / (0.01 * 1) = 2 < 8) */
+    assert_int_equal(first_due(8, 0.02, 1.0, 0.01, 1024), 8);
+    /* a probe costing 0.35 plain steps more: 35 steps apart (1 % of the plain time) */
+    assert_int_equal(first_due(4, 0.35, 1.0, 0.01, 1024), 35);
+    assert_int_equal(first_due(4, 0.0035, 0.01, 0.01, 1024), 35); /* the same in other units */
+    /* the MoE case: an MTP pass writing 16 backlog rows through most experts, 1.6 plain steps
+     * (plain step 0.045 s, probe 0.072 s more): 160 steps apart */
+    assert_int_equal(first_due(4, 0.072, 0.045, 0.01, 1024), 160);
+    /* a 2 % budget halves the spacing; the doubled interval wins when it is longer */
+    assert_int_equal(first_due(4, 0.35, 1.0, 0.02, 1024), 18);
+    assert_int_equal(first_due(64, 0.35, 1.0, 0.01, 1024), 64);
+    /* capped at gap_max */
+    assert_int_equal(first_due(4, 100.0, 1.0, 0.01, 1024), 1024);
+    assert_int_equal(first_due(4, 1e300, 1e-300, 0.01, 300), 300);
+    /* nothing measured (extra or plain 0): the interval alone */
+    assert_int_equal(first_due(4, 0.0, 1.0, 0.01, 1024), 4);
+    assert_int_equal(first_due(16, 0.5, 0.0, 0.01, 1024), 16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acc_counts),
         cmocka_unit_test(test_plan_one_sequence),
         cmocka_unit_test(test_plan_per_sequence),
+        cmocka_unit_test(test_probe_spacing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@
 #define PROBE_FIRST 4         /* plain steps before the first one-draft probe of a sequence */
 #define PROBE_MIN 16          /* plain steps between one-draft probes, after an accepted probe */
 #define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
+#define PROBE_BUDGET 0.01     /* probes take at most this share of the plain decoding time ... */
+#define PROBE_GAP_MAX 1024    /* ... unless that would space them more than this many steps */
 
 typedef struct seq_state {
     bool active;
@@ -77,6 +79,9 @@ struct nx_spec {
     double t_pass0;           /* EMA seconds of pass 0 while drafting continuously: it also writes
                                * the previous step's accepted rows (<= draft_max + 1 per sequence) */
     int32_t n_pass0;
+    double t_probe;           /* EMA seconds of the MTP passes of a step in which only probes draft
+                               * (with the backlog rows they write) */
+    int32_t n_probe;
     int32_t max_rows;         /* rows of the largest verify: n_seq * (draft_max + 1) */
     double *t_ver;            /* [max_rows + 1] EMA seconds of a verify of n rows (all sequences) */
     int32_t *n_ver;           /* [max_rows + 1] samples so far */
@@ -626,6 +631,10 @@ static void plan_step(nx_spec *s) {
     }
     if (n == 0) return;
     const double t0 = s->n_pass0 ? s->t_pass0 : s->t_pass;
+    /* what a probe costs over a plain step: its MTP work (a one-row pass until a probe was
+     * measured) and its verify row; and what a plain step costs per sequence */
+    const double probe_extra = (s->n_probe ? s->t_probe : s->t_pass) + s->ver_est[n + 1] - s->ver_est[n];
+    const double plain_cost = s->ver_est[n] / n;
     /* the plan's rows are those of the active sequences: verify costs by total rows */
     nx_spec_plan_in in = {.n_seq = n, .cap = s->plan_cap, .rates = s->rates, .stride = D, .t_pass0 = t0,
                           .t_pass = s->t_pass, .verify = s->ver_est, .max_rows = s->max_rows, .margin = PLAN_MARGIN};
@@ -655,8 +664,10 @@ static void plan_step(nx_spec *s) {
         if (N > 0) {
             q->plain_run = 0;
             if (explore) N = NX_MIN(q->cap, N + EXPLORE_EXTRA);
-        } else if (q->cap > 0 && ++q->plain_run >= q->probe) {
-            /* a one-draft probe every `probe` plain steps notices a change in acceptance */
+        } else if (q->cap > 0 &&
+                   nx_spec_probe_due(++q->plain_run, q->probe, probe_extra, plain_cost, PROBE_BUDGET, PROBE_GAP_MAX)) {
+            /* a one-draft probe every `probe` plain steps (stretched so that probes cost at most
+             * PROBE_BUDGET of the plain time) notices a change in acceptance */
             q->plain_run = 0;
             q->probing = true;
             N = 1;
@@ -754,6 +765,9 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         any = any || q->drafting;
     }
     if (!s->mtp || !any) return true;
+    bool probes_only = true;
+    for (int32_t i = 0; i < s->n_seq; i++) probes_only = probes_only && (!s->seq[i].drafting || s->seq[i].probing);
+    double probe_cost = 0.0;
     for (int32_t pass = 0;; pass++) {
         int32_t n = 0, n_drafting = 0, max_backlog = 0;
         for (int32_t i = 0; i < s->n_seq; i++) {
@@ -814,6 +828,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         double dt = nx_time_s() - t0, cdt = cost_clock(s) - c0;
         if (s->cost_fn) dt = cdt = s->cost_fn(s->cost_user, NX_SPEC_COST_DRAFT, n, 1);
         s->st.t_draft += dt;
+        probe_cost += cdt;
         /* Cost model samples.  With a one-thread pool they are CPU seconds of this thread (the
          * stats stay wall-clock): on a shared machine a pass preempted for a few milliseconds is
          * common, and wall-clock samples made the longer (more often preempted) verifies look
@@ -831,6 +846,7 @@ static bool draft_all(nx_spec *s, nx_err *err) {
         else if (pass == 0 && max_backlog <= s->p.draft_max + 1) ema(&s->t_pass0, &s->n_pass0, cdt);
         if (!more) break;
     }
+    if (probes_only) ema(&s->t_probe, &s->n_probe, probe_cost);
     for (int32_t i = 0; i < s->n_seq; i++) {
         seq_state *q = &s->seq[i];
         if (!q->ran_mtp) continue;
@@ -844,14 +860,16 @@ static bool draft_all(nx_spec *s, nx_err *err) {
 
 /* ---- a step -------------------------------------------------------------------------------- */
 
-/* Appends a backlog row; when the backlog is full the oldest row is dropped and the MTP cache
- * becomes stale (it will be re-seeded when drafting resumes). */
+/* Appends a backlog row.  When the backlog is full the MTP cache becomes stale: it will be
+ * re-seeded from the last RESEED_ROWS rows only, so all older rows are dropped at once (one
+ * short move per mir_cap - RESEED_ROWS plain steps instead of a whole-backlog move per step). */
 static void push_mirror(nx_spec *s, seq_state *q, int32_t tok, const float *h) {
     const size_t E = (size_t)s->E;
     if (q->n_mir == s->mir_cap) {
-        memmove(q->mir_tok, q->mir_tok + 1, (size_t)(q->n_mir - 1) * sizeof *q->mir_tok);
-        memmove(q->mir_h, q->mir_h + E, (size_t)(q->n_mir - 1) * E * sizeof(float));
-        q->n_mir--;
+        const int32_t keep = NX_MIN(RESEED_ROWS, s->mir_cap) - 1, drop = q->n_mir - keep;
+        memmove(q->mir_tok, q->mir_tok + drop, (size_t)keep * sizeof *q->mir_tok);
+        memmove(q->mir_h, q->mir_h + (size_t)drop * E, (size_t)keep * E * sizeof(float));
+        q->n_mir = keep;
         q->stale = true;
     }
     q->mir_tok[q->n_mir] = tok;

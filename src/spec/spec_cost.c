@@ -1,6 +1,8 @@
 /* spec_cost.c - the adaptive draft length's decision (see spec_cost.h for the model). */
 #include "spec/spec_cost.h"
 
+#include <math.h>
+
 void nx_spec_acc_add(nx_spec_acc *a, int32_t n_draft, int32_t k, double decay) {
     if (n_draft <= 0) return;
     if (n_draft > NX_SPEC_COST_MAX_DRAFT) n_draft = NX_SPEC_COST_MAX_DRAFT;
@@ -89,4 +91,15 @@ int32_t nx_spec_plan(const nx_spec_plan_in *in, int32_t *N, double *rate) {
     }
     if (rate) *rate = best_adds ? best_rate : plain;
     return top;
+}
+
+bool nx_spec_probe_due(int32_t run, int32_t interval, double extra, double plain, double budget, int32_t gap_max) {
+    if (interval <= 1) return run >= 1;
+    int32_t gap = interval;
+    if (extra > 0.0 && plain > 0.0 && budget > 0.0) {
+        const double floor_gap = ceil(extra / (budget * plain));
+        const int32_t f = floor_gap >= (double)gap_max ? gap_max : (int32_t)floor_gap;
+        if (f > gap) gap = f;
+    }
+    return run >= gap;
 }

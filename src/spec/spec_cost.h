@@ -66,4 +66,15 @@ typedef struct nx_spec_plan_in {
  * *rate (NULL = not wanted) receives the plan's expected tokens per unit of cost. */
 int32_t nx_spec_plan(const nx_spec_plan_in *in, int32_t *N, double *rate);
 
+/* Probes.  A sequence whose plan is plain drafts one token every so many plain steps (a probe),
+ * to notice when its acceptance comes back.  A probe step costs `extra` more than a plain step
+ * (its MTP passes, including the backlog rows they write, and its verify row); `plain` is the
+ * cost of a plain step per sequence.  The probe is due after `run` plain steps when
+ *   interval <= 1 (the previous probe was accepted: another follows at once), or
+ *   run >= max(interval, min(ceil(extra / (budget * plain)), gap_max)),
+ * i.e. the doubling schedule of the caller (`interval`), stretched so that probes take at most
+ * `budget` of the plain decoding time (up to gap_max steps apart).  extra <= 0 or plain <= 0
+ * (nothing measured): the schedule alone. */
+bool nx_spec_probe_due(int32_t run, int32_t interval, double extra, double plain, double budget, int32_t gap_max);
+
 #endif
