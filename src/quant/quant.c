@@ -116,8 +116,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
 #ifdef NX_HAVE_X86_KERNELS
         .prepared = {
-            [NX_ISA_AVX512] = {nx_dot_q8_0_prep_avx512, nx_prepare_q8_0_avx512, nx_prep_q8_0_row_bytes,
-                               nx_dot_w_q8_0_prep_avx512},
+            [NX_ISA_AVX512] = {nx_dot_q8_0_prep_avx512, nx_prepare_q8_0_avx512, nx_prep_q8_0_row_bytes},
         },
 #endif
 #ifdef NX_HAVE_X86_KERNELS
@@ -388,7 +387,6 @@ bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx
     for (int i = NX_MIN((int)isa, NX_ISA_COUNT - 1); i >= 0; i--) {
         if (t->prepared[i].dot) {
             plan->dot = t->prepared[i].dot;
-            plan->dot_w = t->prepared[i].dot_w;
             plan->act_from_float = t->prepared[i].prepare;
             plan->act_row_bytes = t->prepared[i].row_bytes(n);
             return true;

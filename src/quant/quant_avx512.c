@@ -15,7 +15,6 @@
  * 2 * 63 * 128 < 32767) and dpwssd to multiply by the int16 sub-block scales and accumulate.
  */
 #include "quant/quant_simd_common.h"
-#include "quant/q8_0_octet_avx512.h"
 
 /* ---- plain formats ------------------------------------------------------------------------ */
 
@@ -260,7 +259,8 @@ DEFINE_DOT(nx_dot_q5_1_avx512, legacy_rows, 4)
  * core to approach its streaming read bandwidth (measured: the hardware prefetchers alone reach
  * ~65 % of it).  Prefetches past the end of the weights are harmless hints. */
 
-/* PREP_PF and PREP_OCT: q8_0_octet_avx512.h */
+#define PREP_PF 4096
+#define PREP_OCT 384
 
 static inline int64_t prep_octets(int64_t n) { return (n / NX_QK + 7) / 8; }
 
@@ -300,10 +300,85 @@ void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* one weight row against nr activation rows: the tile walker of q8_0_octet_avx512.h */
+/* The 16 (or cnt < 16) fp16 weight scales of blocks w[0..cnt) as floats (0 past cnt). */
+ALWAYS_INLINE __m512 q8_0_scales16(const nx_block_q8_0 *w, int cnt) {
+    const __m512i offs = _mm512_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238, 272, 306, 340, 374, 408, 442, 476, 510);
+    _Static_assert(sizeof(nx_block_q8_0) == 34 && offsetof(nx_block_q8_0, d) == 0, "gather offsets");
+    /* dword gathers read 2 bytes past each scale: still inside the block */
+    const __m512i g = cnt >= 16 ? _mm512_i32gather_epi32(offs, w, 1)
+                                : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << cnt) - 1),
+                                                              offs, w, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+
+/* Codes of blocks w[0] and w[1], + 128 (unsigned), as one 512-bit vector; only the first
+ * `have` (0..2) blocks are read, the others count as zero codes. */
+ALWAYS_INLINE __m512i q8_0_pair_u(const nx_block_q8_0 *w, int have) {
+    const __m256i lo = have > 0 ? _mm256_loadu_si256((const __m256i *)w[0].qs) : _mm256_setzero_si256();
+    const __m256i hi = have > 1 ? _mm256_loadu_si256((const __m256i *)w[1].qs) : _mm256_setzero_si256();
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+}
+
+/* One octet (cnt <= 8 blocks at w; a missing block reads as zero codes, exactly like the
+ * zero-padded copy it replaces: its activation codes and scales are zero too) against nr rows;
+ * x[r] points at the row's octet, dw is the lane-wise weight scale (lane 2j+h = scale of block j). */
+ALWAYS_INLINE void q8_0_octet_rows(int nr, int cnt, const nx_block_q8_0 *w, __m512 dw, const char *const *x,
+                                   __m512 *acc) {
+    const __m512i x0 = q8_0_pair_u(w, NX_MIN(2, cnt)), x1 = q8_0_pair_u(w + 2, NX_MAX(0, NX_MIN(2, cnt - 2)));
+    const __m512i x2 = q8_0_pair_u(w + 4, NX_MAX(0, NX_MIN(2, cnt - 4))), x3 = q8_0_pair_u(w + 6, NX_MAX(0, cnt - 6));
+    /* stage 1: qwords 0,1 (a01) and 2,3 (a23) of blocks 0..3, slot order block-minor */
+    const __m512i i01 = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13), i23 = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i a01 = _mm512_permutex2var_epi64(x0, i01, x1), a23 = _mm512_permutex2var_epi64(x0, i23, x1);
+    const __m512i b01 = _mm512_permutex2var_epi64(x2, i01, x3), b23 = _mm512_permutex2var_epi64(x2, i23, x3);
+    /* stage 2: Vq = qword q of blocks 0..3 (from a) then 4..7 (from b) */
+    const __m512i v0 = _mm512_shuffle_i64x2(a01, b01, 0x44), v1 = _mm512_shuffle_i64x2(a01, b01, 0xEE);
+    const __m512i v2 = _mm512_shuffle_i64x2(a23, b23, 0x44), v3 = _mm512_shuffle_i64x2(a23, b23, 0xEE);
+    for (int r = 0; r < nr; r++) {
+        const char *p = x[r];
+        __m512i t = _mm512_loadu_si512(p + 256);
+        t = _mm512_dpbusd_epi32(t, v0, _mm512_loadu_si512(p));
+        t = _mm512_dpbusd_epi32(t, v1, _mm512_loadu_si512(p + 64));
+        t = _mm512_dpbusd_epi32(t, v2, _mm512_loadu_si512(p + 128));
+        t = _mm512_dpbusd_epi32(t, v3, _mm512_loadu_si512(p + 192));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(p + 320))),
+                                 acc[r]);
+    }
+}
+
 ALWAYS_INLINE void q8_0_prep_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
-    (void)kind;
-    q8_0_prep_tile(1, nr, n, out, w, 0, x, xs);
+    const int64_t nb = n / NX_QK;
+    const nx_block_q8_0 *wb = w;
+    const char *xr[ROWS], *xo[ROWS];
+    __m512 acc[ROWS];
+    for (int r = 0; r < nr; r++) {
+        xr[r] = act_row(x, xs, r);
+        acc[r] = _mm512_setzero_ps();
+    }
+    /* lane 2j+h takes block j's scale: octet 0 of a 16-block group uses lanes 0..7, octet 1 8..15 */
+    const __m512i e0 = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i e1 = _mm512_add_epi32(e0, _mm512_set1_epi32(8));
+    int64_t g = 0;
+    for (; g + 16 <= nb; g += 16) { /* whole groups of 16 blocks: 2 octets */
+        const char *pf = (const char *)(wb + g) + PREP_PF;
+        for (int l = 0; l < 544; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+        const __m512 dw16 = q8_0_scales16(wb + g, 16);
+        for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
+        q8_0_octet_rows(nr, 8, wb + g, _mm512_permutexvar_ps(e0, dw16), xo, acc);
+        for (int r = 0; r < nr; r++) xo[r] += PREP_OCT;
+        q8_0_octet_rows(nr, 8, wb + g + 8, _mm512_permutexvar_ps(e1, dw16), xo, acc);
+    }
+    if (g + 8 <= nb) { /* a whole octet left */
+        for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
+        q8_0_octet_rows(nr, 8, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, 8)), xo, acc);
+        g += 8;
+    }
+    if (g < nb) { /* a partial octet: the missing blocks read as zero codes and scales (they add nothing) */
+        const int cnt = (int)(nb - g);
+        for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
+        q8_0_octet_rows(nr, cnt, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, cnt)), xo, acc);
+    }
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }
 
 DEFINE_DOT(nx_dot_q8_0_prep_avx512, q8_0_prep_rows, 0) /* kind unused: one format */

@@ -142,8 +142,6 @@ void nx_dot_q6_K_avx512(int64_t n, float *out, const void *w, const void *x, siz
 /* q8_0 on prepared activations (layout in quant_avx512.c) */
 void nx_dot_q8_0_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n);
-/* several q8_0 weight rows against one prepared activation row (quant_mrow_avx512.c) */
-void nx_dot_w_q8_0_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
 size_t nx_prep_q8_0_row_bytes(int64_t n);
 /* the prepared layout from q8_0 blocks (used by the GEMM path and tests) */
 void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n);
