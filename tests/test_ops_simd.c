@@ -101,7 +101,8 @@ static void test_position_and_tail_invariant(void **state) {
  * steps: every stored state, output and recorded delta bit-identical, for every n up to the
  * limit, with destinations that are skipped (NULL), equal to src (in-place update, ordinary
  * stores), 64-byte aligned (streaming stores) or not, and d = 16, 64, 128.  Then replay steps
- * (recorded k, decay, delta; no q) from the same start reproduce every state bit for bit. */
+ * (recorded k, decay, delta; no q) from the same start reproduce every state bit for bit, alone
+ * and followed by token steps in the same chain (outputs, deltas and states again identical). */
 static void test_gdn_chain_equals_chained_steps(void **state) {
     (void)state;
     if (nx_cpu_isa() < NX_ISA_AVX512) skip();
@@ -164,6 +165,30 @@ static void test_gdn_chain_equals_chained_steps(void **state) {
                 nx_gdn_chain_avx512(src, st, n, d);
                 for (int t = 0; t < n; t++)
                     assert_memory_equal(st[t].dst, ref + (size_t)(t + 1) * plane, plane * sizeof(float));
+                /* m replay steps, then token steps in the same chain (a batch after a rollback):
+                 * the token step after a replay step reads the state the replay pass produced */
+                for (int m = 1; m < n; m++) {
+                    float o2[NMAX][DMAX], del2[NMAX][DMAX];
+                    memset(dstm, 0, (size_t)NMAX * (DMAX * DMAX + 16) * sizeof(float));
+                    for (int t = 0; t < n; t++) {
+                        float *slot = dstm + (size_t)t * (DMAX * DMAX + 16);
+                        if (t < m)
+                            st[t] = (nx_gdn_step){.k = st[t].k, .delta = del[t], .decay = st[t].decay,
+                                                  .dst = t == m - 1 ? slot : NULL};
+                        else
+                            st[t] = (nx_gdn_step){.k = kq + (size_t)t * 3 * d, .q = kq + (size_t)t * 3 * d + d,
+                                                  .v = kq + (size_t)t * 3 * d + 2 * d, .decay = 0.6f + 0.02f * (float)t,
+                                                  .beta = 0.9f - 0.03f * (float)t, .o = o2[t], .delta_out = del2[t],
+                                                  .dst = t % 2 ? slot + 4 : slot};
+                    }
+                    nx_gdn_chain_avx512(src, st, n, d);
+                    assert_memory_equal(st[m - 1].dst, ref + (size_t)m * plane, plane * sizeof(float));
+                    for (int t = m; t < n; t++) {
+                        assert_memory_equal(o2[t], ro[t], (size_t)d * sizeof(float));
+                        assert_memory_equal(del2[t], del[t], (size_t)d * sizeof(float));
+                        assert_memory_equal(st[t].dst, ref + (size_t)(t + 1) * plane, plane * sizeof(float));
+                    }
+                }
             }
     }
     nx_free_aligned(src0);
