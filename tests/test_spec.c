@@ -585,6 +585,53 @@ static double synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32
     return kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * rows_per_seq : 0.3 + 0.05 * (rows - 1);
 }
 
+/* A driver for the cost-model tests: n_seq sequences, target and MTP contexts of n_ctx
+ * positions, draft_max N (and N snapshot slots), adaptive or fixed, default parameters
+ * otherwise; its pass costs come from cost(user) instead of the clock, and where oracle is not
+ * NULL sequence i drafts from oracle[i] (n_oracle tokens: the prompt, then the continuation). */
+static driver open_cost_driver(fixture *f, int32_t n_ctx, int n_seq, int32_t N, bool adaptive, nx_spec_cost_fn cost,
+                               void *user, const int32_t *const *oracle, int32_t n_oracle) {
+    nx_err err;
+    driver d;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_seq = n_seq;
+    cp.n_snapshots = N;
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = N;
+    sp.adaptive = adaptive;
+    if (!nx_ctx_create(&d.c, &f->model, &cp, f->pool, &err) ||
+        !nx_mtp_create(&d.m, f->head, n_ctx, n_seq, NX_KV_F16, NX_KV_F16, f->pool, &err) ||
+        !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
+        fail_msg("%s", err.msg);
+    nx_spec_set_cost_fn(d.s, cost, user);
+    for (int i = 0; oracle && i < n_seq; i++)
+        if (!nx_spec_set_oracle(d.s, i, oracle[i], n_oracle, &err)) fail_msg("%s", err.msg);
+    return d;
+}
+
+/* truth[0 .. n): the prompt {3, 4} of the cost-model tests and its plain greedy continuation,
+ * from a one-row-per-forward loop (not the driver). */
+static void greedy_truth(fixture *f, int32_t n, int32_t *truth) {
+    nx_err err;
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = n + 16;
+    nx_ctx *ref;
+    if (!nx_ctx_create(&ref, &f->model, &cp, f->pool, &err)) fail_msg("%s", err.msg);
+    int32_t prompt[2] = {3, 4}, pos2[2] = {0, 1};
+    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
+    assert_true(nx_forward(ref, &b2, &err));
+    truth[0] = prompt[0];
+    truth[1] = prompt[1];
+    for (int32_t i = 2; i < n; i++) {
+        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), (int32_t)f->model.hp.n_vocab), p = i;
+        truth[i] = t;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        assert_true(nx_forward(ref, &b1, &err));
+    }
+    nx_ctx_free(ref);
+}
+
 /* With random weights nothing is accepted: the cost model must end up drafting nothing on most
  * steps (plain decoding, with occasional one-token probes).  Under synth_cost a probe costs 1.2
  * units more than a plain step of 1.1 (its MTP pass writes 16 backlog rows), so probes at most
@@ -593,18 +640,8 @@ static double synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32
 static void test_cost_model_falls_back(void **state) {
     fixture *f = *state;
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = 256;
-    cp.n_snapshots = 4;
-    nx_ctx *c;
-    nx_mtp *m;
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 256, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = 4;
-    nx_spec *s;
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
-    nx_spec_set_cost_fn(s, synth_cost, NULL);
+    driver d = open_cost_driver(f, 256, 1, 4, true, synth_cost, NULL, NULL, 0);
+    nx_spec *s = d.s;
     int32_t prompt[2] = {3, 4}, np = 2, first, out[5], n_out;
     memset(out, 0, sizeof out);
     const int32_t *pr = prompt;
@@ -620,25 +657,15 @@ static void test_cost_model_falls_back(void **state) {
     }
     /* plain mode drops old mirror rows and re-seeds the MTP cache for each probe: the output
      * must still be plain greedy decoding */
-    nx_ctx *ref;
-    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
-    int32_t pos2[2] = {0, 1};
-    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
-    assert_true(nx_forward(ref, &b2, &err));
-    for (int i = 0; i <= 240; i++) {
-        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 0 ? 1 : 0), (int32_t)f->model.hp.n_vocab), p = 2 + i;
-        if (got[i] != t) fail_msg("token %d: %d, plain greedy %d", i, got[i], t);
-        nx_batch b1 = {1, &t, &p, NULL, NULL};
-        assert_true(nx_forward(ref, &b1, &err));
-    }
-    nx_ctx_free(ref);
+    int32_t truth[243];
+    greedy_truth(f, 243, truth);
+    for (int i = 0; i <= 240; i++)
+        if (got[i] != truth[2 + i]) fail_msg("token %d: %d, plain greedy %d", i, got[i], truth[2 + i]);
     const nx_spec_stats *st = nx_spec_get_stats(s);
     printf("cost model: %lld steps, %lld with drafts, %lld drafted, %lld accepted\n", (long long)st->steps,
            (long long)st->spec_steps, (long long)st->drafted, (long long)st->accepted);
     assert_true(st->spec_steps <= 4);
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
+    close_driver(&d);
 }
 
 /* Costs that double after the 20th verify (the machine's load changed): the estimates of what
@@ -662,36 +689,15 @@ static void test_cost_model_stale_costs(void **state) {
     fixture *f = *state;
     enum { G = 160 };
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = 256;
-    cp.n_snapshots = 3;
-    nx_ctx *c;
-    nx_mtp *m;
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 256, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     const int32_t V = (int32_t)f->model.hp.n_vocab;
     /* an oracle that is always wrong: drafts (t + 1) % V of the plain continuation */
-    nx_ctx *ref;
-    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
-    int32_t prompt[2] = {3, 4}, pos2[2] = {0, 1}, oracle[G + 16];
-    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
-    assert_true(nx_forward(ref, &b2, &err));
-    oracle[0] = prompt[0];
-    oracle[1] = prompt[1];
-    for (int i = 2; i < G + 16; i++) {
-        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), V), p = i;
-        oracle[i] = (t + 1) % V;
-        nx_batch b1 = {1, &t, &p, NULL, NULL};
-        assert_true(nx_forward(ref, &b1, &err));
-    }
-    nx_ctx_free(ref);
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = 3;
-    nx_spec *s;
+    int32_t prompt[2] = {3, 4}, oracle[G + 16];
+    greedy_truth(f, G + 16, oracle);
+    for (int i = 2; i < G + 16; i++) oracle[i] = (oracle[i] + 1) % V;
     load_step ls = {0};
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
-    nx_spec_set_cost_fn(s, load_step_cost, &ls);
-    assert_true(nx_spec_set_oracle(s, 0, oracle, G + 16, &err));
+    const int32_t *orc = oracle;
+    driver d = open_cost_driver(f, 256, 1, 3, true, load_step_cost, &ls, &orc, G + 16);
+    nx_spec *s = d.s;
     const int32_t *pr = prompt;
     int32_t np = 2, first, out[4], n_out, emitted = 1;
     assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
@@ -705,9 +711,7 @@ static void test_cost_model_stale_costs(void **state) {
            (long long)st->steps);
     assert_int_equal(st->accepted, 0);
     assert_true(st->spec_steps * 10 <= st->steps);
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
+    close_driver(&d);
 }
 
 /* The reverse: drafts that are all wrong for a while, then all right (an oracle that is wrong
@@ -720,36 +724,13 @@ static void test_cost_model_recovers(void **state) {
     fixture *f = *state;
     enum { G = 200, WRONG = 30 };
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = 512;
-    cp.n_snapshots = 3;
-    nx_ctx *c, *ref;
-    nx_mtp *m;
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 512, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     const int32_t V = (int32_t)f->model.hp.n_vocab;
     int32_t prompt[2] = {3, 4}, *truth = malloc((G + 8) * sizeof *truth), *oracle = malloc((G + 8) * sizeof *oracle);
-    int32_t pos2[2] = {0, 1};
-    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
-    assert_true(nx_forward(ref, &b2, &err));
-    truth[0] = prompt[0];
-    truth[1] = prompt[1];
-    for (int i = 2; i < G + 8; i++) {
-        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), V), p = i;
-        truth[i] = t;
-        nx_batch b1 = {1, &t, &p, NULL, NULL};
-        assert_true(nx_forward(ref, &b1, &err));
-        oracle[i] = i < 2 + WRONG ? (t + 1) % V : t;
-    }
-    oracle[0] = prompt[0];
-    oracle[1] = prompt[1];
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = 3;
-    nx_spec *s;
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
-    nx_spec_set_cost_fn(s, synth_cost, NULL);
-    assert_true(nx_spec_set_oracle(s, 0, oracle, G + 8, &err));
+    greedy_truth(f, G + 8, truth);
+    for (int i = 0; i < G + 8; i++) oracle[i] = i >= 2 && i < 2 + WRONG ? (truth[i] + 1) % V : truth[i];
+    const int32_t *orc = oracle;
+    driver d = open_cost_driver(f, 512, 1, 3, true, synth_cost, NULL, &orc, G + 8);
+    nx_spec *s = d.s;
     const int32_t *pr = prompt;
     int32_t np = 2, first, out[4], n_out, emitted = 1;
     assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
@@ -759,20 +740,17 @@ static void test_cost_model_recovers(void **state) {
         int32_t max_out = G - emitted;
         if (!nx_spec_step(s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
         for (int j = 0; j < n_out; j++) assert_int_equal(out[j], truth[2 + emitted + j]);
-        const int32_t *d;
+        const int32_t *dr;
         if (emitted >= G / 2) {
             late_steps++;
-            late_drafted += nx_spec_last_drafts(s, 0, &d) > 0;
+            late_drafted += nx_spec_last_drafts(s, 0, &dr) > 0;
         }
         emitted += n_out;
     }
     printf("cost model after a plain stretch: %lld of %lld steps in the second half drafted\n", (long long)late_drafted,
            (long long)late_steps);
     assert_true(late_drafted * 10 >= late_steps * 9);
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
-    nx_ctx_free(ref);
+    close_driver(&d);
     free(truth);
     free(oracle);
 }
@@ -794,41 +772,16 @@ static void test_cost_model_per_sequence(void **state) {
     fixture *f = *state;
     enum { G = 120, D = 3 };
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = 256;
-    cp.n_seq = 2;
-    cp.n_snapshots = D;
-    nx_ctx *c, *ref;
-    nx_mtp *m;
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    nx_ctx_params rp = nx_ctx_default_params();
-    rp.n_ctx = 256;
-    assert_true(nx_ctx_create(&ref, &f->model, &rp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, 256, 2, NX_KV_F16, NX_KV_F16, f->pool, &err));
     const int32_t V = (int32_t)f->model.hp.n_vocab;
     int32_t prompt[2] = {3, 4}, truth[G + 16], right[G + 16], wrong[G + 16];
-    int32_t pos2[2] = {0, 1};
-    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
-    assert_true(nx_forward(ref, &b2, &err));
-    truth[0] = prompt[0];
-    truth[1] = prompt[1];
-    for (int i = 2; i < G + 16; i++) {
-        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), V), p = i;
-        truth[i] = t;
-        nx_batch b1 = {1, &t, &p, NULL, NULL};
-        assert_true(nx_forward(ref, &b1, &err));
-    }
+    greedy_truth(f, G + 16, truth);
     for (int i = 0; i < G + 16; i++) {
         right[i] = truth[i];
         wrong[i] = i < 2 ? truth[i] : (truth[i] + 1) % V;
     }
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = D;
-    nx_spec *s;
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
-    nx_spec_set_cost_fn(s, rows_cost, NULL);
-    assert_true(nx_spec_set_oracle(s, 0, right, G + 16, &err));
-    assert_true(nx_spec_set_oracle(s, 1, wrong, G + 16, &err));
+    const int32_t *orc[2] = {right, wrong};
+    driver d = open_cost_driver(f, 256, 2, D, true, rows_cost, NULL, orc, G + 16);
+    nx_spec *s = d.s;
     const int32_t *pr[2] = {prompt, prompt};
     int32_t np[2] = {2, 2}, first[2], out[2 * (D + 1)], n_out[2], got[2] = {1, 1}, max_out[2];
     assert_true(nx_spec_prefill(s, 2, pr, np, first, &err));
@@ -844,8 +797,8 @@ static void test_cost_model_per_sequence(void **state) {
         if (!nx_spec_check(s, &err)) fail_msg("%s", err.msg);
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < n_out[i]; j++) assert_int_equal(out[i * (D + 1) + j], truth[2 + got[i] + j]);
-        const int32_t *d;
-        const int32_t n0 = nx_spec_last_drafts(s, 0, &d), n1 = nx_spec_last_drafts(s, 1, &d);
+        const int32_t *dr;
+        const int32_t n0 = nx_spec_last_drafts(s, 0, &dr), n1 = nx_spec_last_drafts(s, 1, &dr);
         /* after 4 warm-up steps, while sequence 0 has room for a full draft */
         if (++steps > 4 && got[0] + D + 1 < G) {
             counted++;
@@ -860,10 +813,7 @@ static void test_cost_model_per_sequence(void **state) {
     assert_true(counted >= 10);
     assert_true(full0 * 10 >= counted * 9);
     assert_true(none1 * 10 >= counted * 8);
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
-    nx_ctx_free(ref);
+    close_driver(&d);
 }
 
 /* Synthetic costs closer to the demo model's (a draft pass ~0.15 of a 1-row verify, each
@@ -893,38 +843,10 @@ static double cold_synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, 
  * or fixed. */
 enum { CORR_G = 400 }; /* tokens per correlated_rate run */
 
-/* truth[0 .. CORR_G + 16): the prompt {3, 4} and its plain greedy continuation */
-static void correlated_truth(fixture *f, int32_t *truth) {
-    nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = CORR_G + 32;
-    nx_ctx *ref;
-    assert_true(nx_ctx_create(&ref, &f->model, &cp, f->pool, &err));
-    int32_t prompt[2] = {3, 4}, pos2[2] = {0, 1};
-    nx_batch b2 = {2, prompt, pos2, NULL, NULL};
-    assert_true(nx_forward(ref, &b2, &err));
-    truth[0] = prompt[0];
-    truth[1] = prompt[1];
-    for (int i = 2; i < CORR_G + 16; i++) {
-        int32_t t = nx_argmax(nx_ctx_logits(ref, i == 2 ? 1 : 0), (int32_t)f->model.hp.n_vocab), p = i;
-        truth[i] = t;
-        nx_batch b1 = {1, &t, &p, NULL, NULL};
-        assert_true(nx_forward(ref, &b1, &err));
-    }
-    nx_ctx_free(ref);
-}
-
 static double correlated_rate(fixture *f, const int32_t *truth, int32_t N, bool adaptive, double stay_wrong,
                               double go_wrong) {
     enum { G = CORR_G };
     nx_err err;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = G + 32;
-    cp.n_snapshots = N;
-    nx_ctx *c;
-    nx_mtp *m;
-    assert_true(nx_ctx_create(&c, &f->model, &cp, f->pool, &err));
-    assert_true(nx_mtp_create(&m, f->head, G + 32, 1, NX_KV_F16, NX_KV_F16, f->pool, &err));
     const int32_t V = (int32_t)f->model.hp.n_vocab;
     int32_t prompt[2] = {3, 4}, oracle[G + 16];
     oracle[0] = prompt[0];
@@ -937,14 +859,10 @@ static double correlated_rate(fixture *f, const int32_t *truth, int32_t N, bool 
         wrong = wrong ? u < stay_wrong : u < go_wrong;
         oracle[i] = wrong ? (truth[i] + 1) % V : truth[i];
     }
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = N;
-    sp.adaptive = adaptive;
-    nx_spec *s;
     cold_cost cc = {0};
-    assert_true(nx_spec_create(&s, c, m, &sp, &err));
-    nx_spec_set_cost_fn(s, cold_synth_cost, &cc);
-    assert_true(nx_spec_set_oracle(s, 0, oracle, G + 16, &err));
+    const int32_t *orc = oracle;
+    driver d = open_cost_driver(f, G + 32, 1, N, adaptive, cold_synth_cost, &cc, &orc, G + 16);
+    nx_spec *s = d.s;
     const int32_t *pr = prompt;
     int32_t np = 2, first, out[8], n_out, emitted = 1;
     assert_true(nx_spec_prefill(s, 1, &pr, &np, &first, &err));
@@ -954,9 +872,7 @@ static double correlated_rate(fixture *f, const int32_t *truth, int32_t N, bool 
         for (int j = 0; j < n_out; j++) assert_int_equal(out[j], truth[2 + emitted + j]);
         emitted += n_out;
     }
-    nx_spec_free(s);
-    nx_mtp_free(m);
-    nx_ctx_free(c);
+    close_driver(&d);
     return emitted / cc.time;
 }
 
@@ -970,7 +886,7 @@ static void test_cost_model_correlated_acceptance(void **state) {
     fixture *f = *state;
     static const double regimes[2][3] = {{0.5, 0.125, 0.95}, {0.75, 0.0625, 0.93}};
     int32_t truth[CORR_G + 16];
-    correlated_truth(f, truth);
+    greedy_truth(f, CORR_G + 16, truth);
     for (int g = 0; g < 2; g++) {
         double best = 0;
         int32_t best_n = 0;
