@@ -835,6 +835,69 @@ static double cold_synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, 
     return c;
 }
 
+/* rows_cost, but the first verify of each row count marked cold costs `cold` times more (a
+ * fresh context's first-touch pages: on the demo model the first 2-, 3- and 4-row verifies
+ * took 1.3-1.4x the later ones, and under load one can take much longer). */
+typedef struct cold_once {
+    double cold;
+    bool warm[64]; /* row counts measured (or not cold) */
+} cold_once;
+
+static double cold_once_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
+    cold_once *co = user;
+    double c = rows_cost(NULL, kind, rows, rows_per_seq);
+    if (kind == NX_SPEC_COST_VERIFY && !co->warm[NX_MIN(rows, 63)]) {
+        co->warm[NX_MIN(rows, 63)] = true;
+        c *= co->cold;
+    }
+    return c;
+}
+
+/* Drafts that are always right, so draft_max (3) is best on every step.  Once, 40 tokens in,
+ * a step may emit only 3 tokens (max_out), so it verifies 3 rows, for the first time, and that
+ * verify is slow (4x).  The 3-row estimate then stays high (the model does not choose 3 rows
+ * again); it must not keep the model from the 4-row verifies it has measured cheap.  Bounding a
+ * row count's estimate by the measured cost of more rows (est_verify in spec.c) does that:
+ * without it, the 3-row estimate raised the 4-row one (fewer rows never cost more) and the
+ * model drafted 1 on most of the remaining steps. */
+static void test_cost_model_cold_first_verify(void **state) {
+    fixture *f = *state;
+    enum { G = 160, D = 3 };
+    nx_err err;
+    int32_t prompt[2] = {3, 4}, truth[G + 16];
+    greedy_truth(f, G + 16, truth);
+    cold_once co = {.cold = 4.0};
+    for (int r = 1; r < 64; r++) co.warm[r] = r != 3;
+    const int32_t *orc = truth;
+    driver d = open_cost_driver(f, 256, 1, D, true, cold_once_cost, &co, &orc, G + 16);
+    const int32_t *pr = prompt;
+    int32_t np = 2, first, out[D + 1], n_out, emitted = 1;
+    assert_true(nx_spec_prefill(d.s, 1, &pr, &np, &first, &err));
+    int64_t late = 0, late_full = 0;
+    bool short_step = false;
+    while (emitted < G) {
+        int32_t max_out = G - emitted;
+        if (emitted >= 40 && !short_step) {
+            max_out = 3;
+            short_step = true;
+        }
+        if (!nx_spec_step(d.s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
+        for (int j = 0; j < n_out; j++) assert_int_equal(out[j], truth[2 + emitted + j]);
+        const int32_t *dr;
+        if (emitted >= G / 2 && max_out > D) {
+            late++;
+            late_full += nx_spec_last_drafts(d.s, 0, &dr) == D;
+        }
+        emitted += n_out;
+    }
+    printf("cold first verifies: %lld of %lld steps in the second half drafted %d\n", (long long)late_full,
+           (long long)late, D);
+    assert_true(co.warm[3]);
+    assert_true(late >= 10);
+    assert_true(late_full * 10 >= late * 9);
+    close_driver(&d);
+}
+
 /* Tokens per synthetic time unit of G greedy tokens with an oracle whose wrong positions come
  * in runs (a seeded two-state chain: a right position is followed by a wrong one with
  * probability go_wrong, a wrong one by another wrong one with probability stay_wrong),
@@ -1213,6 +1276,7 @@ int main(void) {
         cmocka_unit_test(test_cost_model_per_sequence),
         cmocka_unit_test(test_cost_model_stale_costs),
         cmocka_unit_test(test_cost_model_correlated_acceptance),
+        cmocka_unit_test(test_cost_model_cold_first_verify),
         cmocka_unit_test(test_driver_without_mtp),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_draft_vocab_head_logits),

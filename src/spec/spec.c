@@ -566,13 +566,19 @@ static double est_verify_raw(const nx_spec *s, int n) {
 
 /* A verify of more rows never costs less than one of fewer (noise on a shared machine could
  * make the raw estimates say otherwise and lure the model into drafting), nor more than the
- * measured batches of m < n rows it could be split into (ceil(n/m) of them): that bounds an
- * estimate inflated by noise for a row count that is then no longer chosen (and so no longer
- * re-measured). */
+ * measured batches of m < n rows it could be split into (ceil(n/m) of them), and a verify of
+ * n >= 2 rows costs no more than a measured one of more rows: both bound an estimate inflated
+ * by noise (or by the slow first verify of a row count in a fresh context) for a row count that
+ * is then no longer chosen, and so no longer re-measured.  Without the last bound one inflated
+ * 3-row estimate raised the 4-row one with it (fewer rows never cost more), and the demo model
+ * drafted 1 where 3 were best for the rest of the run. */
 static double est_verify(const nx_spec *s, int n) {
     double t = est_verify_raw(s, 1), hi = t;
     for (int i = 2; i <= n; i++) {
-        hi = fmax(hi, est_verify_raw(s, i));
+        double r = est_verify_raw(s, i);
+        for (int m = i + 1; m <= s->max_rows; m++)
+            if (s->n_ver[m]) r = fmin(r, s->t_ver[m]);
+        hi = fmax(hi, r);
         double c = hi;
         for (int m = 1; m < i; m++)
             if (s->n_ver[m]) c = fmin(c, s->t_ver[m] * (double)((i + m - 1) / m));
