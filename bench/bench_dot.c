@@ -9,9 +9,12 @@
  * warm-up run) as a markdown table.
  *
  * usage: bench_dot [--mb N | --kb N] [--runs N] [--types q8_0,q4_K,...] [--isa scalar,avx2,avx512]
- *                  [--threads N] [--rows 1,4] [--no-prepared]
+ *                  [--threads N] [--rows 1,4] [--cols N] [--hugepages] [--no-prepared]
  * --kb N: a weight matrix of N KiB instead (e.g. 256: stays in L2, so the kernel's compute cost
- * alone is measured); --rows: the activation row counts (1..8); --no-prepared: the vec-dot
+ * alone is measured); --rows: the activation row counts (1..8); --cols N: weight rows of N
+ * elements (a multiple of 256, at most 16384; default 4096; decode's matrices have rows of
+ * 1024, 2048 and 3584); --hugepages: the weight buffer 2 MiB-aligned with MADV_HUGEPAGE (TLB
+ * A/B: without it the buffer is on whatever pages malloc gives); --no-prepared: the vec-dot
  * kernel on plain activation rows even where a prepared-activation kernel exists (A/B).
  */
 #include <stdio.h>
@@ -20,13 +23,14 @@
 #include <time.h>
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include "bench_util.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "base/threads.h"
 
-#define IN 4096
+#define MAX_IN 16384
 
 /* CPU time of the calling thread: on a shared machine, single-thread GB/s per CPU-second is
  * what the kernel achieves while it actually holds a core (wall time also counts the time
@@ -124,12 +128,21 @@ static bool list_has(const char *list, const char *name) {
 int main(int argc, char **argv) {
     size_t mb = 512, kb = 0;
     int runs = 5, threads = 0, nrows_list = 0, rows_list[8];
-    bool no_prep = false;
+    bool no_prep = false, huge = false;
+    int64_t cols = 4096; /* elements per weight row */
     const char *types_arg = NULL, *isa_arg = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--kb") && i + 1 < argc) kb = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--no-prepared")) no_prep = true;
+        else if (!strcmp(argv[i], "--hugepages")) huge = true;
+        else if (!strcmp(argv[i], "--cols") && i + 1 < argc) {
+            cols = atol(argv[++i]);
+            if (cols < 256 || cols > MAX_IN || cols % 256) {
+                fprintf(stderr, "bench_dot: --cols takes a multiple of 256 in 256..%d\n", MAX_IN);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
             for (char *t = strtok(argv[++i], ","); t && nrows_list < 8; t = strtok(NULL, ",")) {
                 rows_list[nrows_list] = atoi(t);
@@ -147,7 +160,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "usage: %s [--mb N | --kb N] [--runs N] [--types a,b] [--isa scalar,avx2,avx512] [--threads N] "
-                    "[--rows 1,4] [--no-prepared]\n",
+                    "[--rows 1,4] [--cols N] [--hugepages] [--no-prepared]\n",
                     argv[0]);
             return 2;
         }
@@ -164,15 +177,27 @@ int main(int argc, char **argv) {
     }
     if (!nrows_list) rows_list[nrows_list++] = 1, rows_list[nrows_list++] = 4;
     const size_t bytes = kb ? kb << 10 : mb << 20;
-    unsigned char *buf = nx_alloc_aligned(bytes, "weights", &err); /* zeroed = touched */
+    unsigned char *buf;
+    if (huge) {
+        const size_t hp = (size_t)2 << 20, hbytes = (bytes + hp - 1) / hp * hp;
+        void *p = NULL;
+        if (posix_memalign(&p, hp, hbytes) != 0) p = NULL;
+        if (p && madvise(p, hbytes, MADV_HUGEPAGE) != 0) perror("bench_dot: madvise(MADV_HUGEPAGE)");
+        if (p) memset(p, 0, hbytes);
+        buf = p;
+        if (!buf) nx_fail(&err, "out of memory for %zu bytes of weights", hbytes);
+    } else {
+        buf = nx_alloc_aligned(bytes, "weights", &err); /* zeroed = touched */
+    }
     if (!buf) {
         fprintf(stderr, "bench_dot: %s\n", err.msg);
         return 1;
     }
     const int nth = nx_pool_size(pool);
     const nx_isa best = nx_cpu_isa();
-    printf("bench_dot: %zu KiB weights, rows of %d, median of %d runs, %d threads, best ISA %s%s\n\n", bytes >> 10, IN,
-           runs, nth, nx_isa_name(best), no_prep ? ", vec-dot kernels on plain activation rows" : "");
+    printf("bench_dot: %zu KiB weights%s, rows of %lld, median of %d runs, %d threads, best ISA %s%s\n\n", bytes >> 10,
+           huge ? " (MADV_HUGEPAGE)" : "", (long long)cols, runs, nth, nx_isa_name(best),
+           no_prep ? ", vec-dot kernels on plain activation rows" : "");
 
     memset(buf, 1, bytes);
     double bw1_cpu;
@@ -192,26 +217,26 @@ int main(int argc, char **argv) {
     const nx_type types[] = {NX_TYPE_Q8_0, NX_TYPE_Q4_0, NX_TYPE_Q4_K, NX_TYPE_Q5_K, NX_TYPE_Q6_K, NX_TYPE_Q5_0,
                              NX_TYPE_Q4_1, NX_TYPE_Q5_1, NX_TYPE_F16,  NX_TYPE_BF16, NX_TYPE_F32,
                              NX_TYPE_Q2_K, NX_TYPE_Q3_K, NX_TYPE_IQ4_XS, NX_TYPE_IQ4_NL};
-    static float x[8 * IN];
-    for (int i = 0; i < 8 * IN; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    static float x[8 * MAX_IN];
+    for (int i = 0; i < 8 * MAX_IN; i++) x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
     for (size_t ti = 0; ti < NX_ARRAY_LEN(types); ti++) {
         const nx_type_traits *t = nx_type_get(types[ti]);
         if (!list_has(types_arg, t->name)) continue;
         size_t row_bytes;
-        nx_row_size(types[ti], IN, &row_bytes, &err);
+        nx_row_size(types[ti], cols, &row_bytes, &err);
         const int64_t out = (int64_t)(bytes / row_bytes);
         /* realistic weights: quantise 64 random rows, replicate them over the buffer */
-        float *rows = malloc(sizeof(float) * IN * 64);
+        float *rows = malloc(sizeof(float) * cols * 64);
         uint64_t s = 88172645463325252ull;
-        for (int i = 0; i < IN * 64; i++) {
+        for (int i = 0; i < cols * 64; i++) {
             s ^= s << 13, s ^= s >> 7, s ^= s << 17;
             rows[i] = (float)((int64_t)(s >> 40) - (1 << 23)) / (float)(1 << 23) * 0.05f;
         }
-        for (int64_t o = 0; o < 64 && o < out; o++) t->from_float(rows + o * IN, buf + (size_t)o * row_bytes, IN);
+        for (int64_t o = 0; o < 64 && o < out; o++) t->from_float(rows + o * cols, buf + (size_t)o * row_bytes, cols);
         for (int64_t o = 64; o < out; o++) memcpy(buf + (size_t)o * row_bytes, buf + (size_t)(o % 64) * row_bytes, row_bytes);
         free(rows);
         nx_weight w;
-        if (!nx_weight_init(&w, buf, types[ti], IN, out, &err)) {
+        if (!nx_weight_init(&w, buf, types[ti], cols, out, &err)) {
             fprintf(stderr, "bench_dot: %s\n", err.msg);
             return 1;
         }
@@ -225,27 +250,30 @@ int main(int argc, char **argv) {
                 /* single thread: the dot kernel alone over every weight row (activations
                  * converted beforehand), as nx_matmul's inner loop does it */
                 nx_dot_plan plan; /* the kernel and activation layout nx_matmul uses */
-                if (!nx_dot_plan_for(types[ti], (nx_isa)isa, IN, &plan, &err)) {
+                if (!nx_dot_plan_for(types[ti], (nx_isa)isa, cols, &plan, &err)) {
                     fprintf(stderr, "bench_dot: %s\n", err.msg);
                     return 1;
                 }
                 if (no_prep && t->prepared[isa].dot && plan.dot == t->prepared[isa].dot) {
                     plan.dot = nx_vec_dot_for(types[ti], (nx_isa)isa);
                     plan.act_from_float = nx_type_get(t->vec_dot_type)->from_float;
-                    nx_row_size(t->vec_dot_type, IN, &plan.act_row_bytes, &err);
+                    nx_row_size(t->vec_dot_type, cols, &plan.act_row_bytes, &err);
                 }
                 const nx_vec_dot_fn dot = plan.dot;
                 const size_t xrow = plan.act_row_bytes;
                 char *xq = nx_alloc_aligned(xrow * 8, "activations", &err);
                 for (int r = 0; r < T; r++) {
-                    if (plan.act_as_is) memcpy(xq + r * xrow, x + r * IN, xrow);
-                    else plan.act_from_float(x + r * IN, xq + r * xrow, IN);
+                    if (plan.act_as_is) memcpy(xq + r * xrow, x + r * cols, xrow);
+                    else plan.act_from_float(x + r * cols, xq + r * xrow, cols);
                 }
                 double tm[64], tc[64], read1, readn;
                 read_bandwidth(NULL, buf, bytes, runs, &read1);
                 for (int r = -1; r < runs; r++) { /* r = -1: warm-up */
                     double c0 = thread_cpu_s();
-                    for (int64_t o = 0; o < out; o++) dot(IN, yb + 8 * o, buf + (size_t)o * row_bytes, xq, xrow, T);
+                    if (T == 1 && plan.dot_w) /* as nx_matmul's decode does: many weight rows per call */
+                        plan.dot_w(cols, yb, buf, row_bytes, xq, (int)out);
+                    else
+                        for (int64_t o = 0; o < out; o++) dot(cols, yb + 8 * o, buf + (size_t)o * row_bytes, xq, xrow, T);
                     if (r >= 0) tc[r] = thread_cpu_s() - c0;
                 }
                 nx_free_aligned(xq);
@@ -270,7 +298,8 @@ int main(int argc, char **argv) {
         nx_matmul_scratch_free(&scratch);
         free(yb);
     }
-    nx_free_aligned(buf);
+    if (huge) free(buf);
+    else nx_free_aligned(buf);
     nx_pool_free(pool);
     return 0;
 }

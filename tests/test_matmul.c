@@ -332,6 +332,65 @@ static void test_groups_share_converted_rows(void **state) {
     free(xg);
 }
 
+/* The multi-weight-row kernels (nx_prepared_dot.dot_w: several weight rows against one
+ * activation row, what a decoded token's matmul runs) give every weight row exactly the bits of
+ * the one-row kernel of the same entry, for every row count (the tiles of 4 and the tails),
+ * rows that end in a partial octet / group (q4_K / q5_K: odd super-block counts, the half-empty
+ * last pair), and weights with huge and tiny scales so that any
+ * change in the order of the float operations would show. */
+static void test_multi_weight_row_kernels_equal_one_row(void **state) {
+    (void)state;
+    static const int64_t ns[] = {32, 64, 256, 288, 512, 544, 768, 1024, 1280, 3584, 4096};
+    enum { NWMAX = 11 };
+    int checked = 0;
+    for (int ty = 0; ty < NX_TYPE_COUNT; ty++) {
+        const nx_type_traits *tt = nx_type_get((uint32_t)ty);
+        if (!tt) continue;
+        for (int isa = 0; isa <= (int)nx_cpu_isa(); isa++) {
+            const nx_prepared_dot *pd = &tt->prepared[isa];
+            if (!pd->dot_w) continue;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int64_t n = ns[ni];
+                size_t rowb;
+                if (n % tt->block_size || !nx_row_size((uint32_t)ty, n, &rowb, NULL)) continue;
+                float *wf = malloc(sizeof(float) * n * NWMAX), *x = malloc(sizeof(float) * n);
+                char *wq = malloc(rowb * NWMAX), *xp = nx_alloc_aligned(pd->row_bytes(n) + 64, "test", NULL);
+                tu_rng r;
+                tu_rng_seed(&r, (uint64_t)(n * 31 + ty));
+                for (int64_t i = 0; i < n * NWMAX; i++) {
+                    const double v = tu_rng_normal(&r);
+                    const int64_t blk = i / 32;
+                    wf[i] = (float)(blk % 5 == 1 ? v * 3e3 : blk % 7 == 2 ? v * 1e-3 : v);
+                }
+                for (int64_t i = 0; i < n; i++) x[i] = (float)tu_rng_normal(&r) * (i % 97 == 0 ? 50.0f : 1.0f);
+                for (int m = 0; m < NWMAX; m++) tt->from_float(wf + m * n, wq + m * rowb, n);
+                pd->prepare(x, xp, n);
+                for (int nw = 1; nw <= NWMAX; nw++) {
+                    float got[NWMAX], want;
+                    memset(got, 0xFF, sizeof got);
+                    pd->dot_w(n, got, wq, rowb, xp, nw);
+                    for (int m = 0; m < nw; m++) {
+                        pd->dot(n, &want, wq + m * rowb, xp, 0, 1);
+                        if (memcmp(&want, &got[m], sizeof want) != 0) {
+                            print_error("%s isa=%s n=%lld nw=%d: weight row %d gives %.9g, the one-row kernel "
+                                        "%.9g\n", tt->name, nx_isa_name((nx_isa)isa), (long long)n, nw, m,
+                                        got[m], want);
+                            fail();
+                        }
+                    }
+                    checked++;
+                }
+                free(wf);
+                free(x);
+                free(wq);
+                nx_free_aligned(xp);
+            }
+        }
+    }
+    if (nx_cpu_isa() >= NX_ISA_AVX512) assert_true(checked > 0); /* q4_K, q5_K, q6_K have one at AVX-512 */
+    else print_message("no multi-weight-row kernel at this CPU's ISA level: nothing to check\n");
+}
+
 static void test_weight_init_errors(void **state) {
     (void)state;
     nx_weight w;
@@ -360,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_matmul_f32_groups_equal_vec_dot),
         cmocka_unit_test(test_groups_share_converted_rows),
+        cmocka_unit_test(test_multi_weight_row_kernels_equal_one_row),
         cmocka_unit_test(test_weight_init_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,7 @@
 #include "quant/gemm.h"
 #include "quant/matmul_f32.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,11 +92,18 @@ struct rows_ctx {
     int64_t T;
     float *y;
     nx_vec_dot_fn dot;
+    nx_vec_dot_w_fn dot_w;
 };
 
 static void matmul_rows(void *c, int64_t begin, int64_t end) {
     const struct rows_ctx *rc = c;
     const nx_weight *w = rc->w;
+    if (rc->T == 1 && rc->dot_w) { /* decode: the chunk's weight rows in as few calls as an int counts */
+        for (int64_t o = begin; o < end; o += INT_MAX)
+            rc->dot_w(w->in, rc->y + o, (const char *)w->data + (size_t)o * w->row_bytes, w->row_bytes, rc->xq,
+                      (int)NX_MIN((int64_t)INT_MAX, end - o));
+        return;
+    }
     float tmp[NX_MATMUL_ROW_TILE];
     for (int64_t o0 = begin; o0 < end; o0 += OUT_BLOCK) {
         const int64_t o1 = NX_MIN(end, o0 + OUT_BLOCK);
@@ -185,7 +193,7 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
         nx_gemm(pool, gemm, w, xq, xrow, T, y, (char *)scratch->buf + xbytes);
         return true;
     }
-    struct rows_ctx rc = {w, xq, xrow, T, y, plan.dot};
+    struct rows_ctx rc = {w, xq, xrow, T, y, plan.dot, plan.dot_w};
     nx_parallel_for(pool, w->out, OUT_GRAIN, matmul_rows, &rc);
     return true;
 }

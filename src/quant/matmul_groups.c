@@ -139,6 +139,11 @@ static void dot_units(void *p, int64_t begin, int64_t end) {
         const int64_t o0 = (u - ps->t.unit_start[gi]) * UNIT_ROWS, o1 = NX_MIN(w->out, o0 + UNIT_ROWS);
         const int64_t r0 = ps->t.row_start[gi];
         const size_t xrow = pl->act_as_is ? (size_t)w->in * sizeof(float) : pl->act_row_bytes;
+        if (g->T == 1 && pl->dot_w) { /* one activation row: the unit's weight rows in one call */
+            pl->dot_w(w->in, g->y + o0, (const char *)w->data + (size_t)o0 * w->row_bytes, w->row_bytes,
+                      ps->conv + ps->t.row_off[r0], (int)(o1 - o0));
+            continue;
+        }
         for (int64_t t0 = 0; t0 < g->T; t0 += NX_MATMUL_ROW_TILE) {
             const int nr = (int)NX_MIN((int64_t)NX_MATMUL_ROW_TILE, g->T - t0);
             const char *xt = ps->conv + ps->t.row_off[r0 + t0];

@@ -137,7 +137,8 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q4_K_avx512},
         .prepared = {
-            [NX_ISA_AVX512] = {nx_dot_q4_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes},
+            [NX_ISA_AVX512] = {nx_dot_q4_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes,
+                               nx_dot_w_q4_K_prep_avx512},
         },
 #endif
     },
@@ -155,7 +156,8 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q5_K_avx512},
         .prepared = {
-            [NX_ISA_AVX512] = {nx_dot_q5_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes},
+            [NX_ISA_AVX512] = {nx_dot_q5_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes,
+                               nx_dot_w_q5_K_prep_avx512},
         },
 #endif
     },
@@ -173,7 +175,8 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #ifdef NX_HAVE_X86_KERNELS
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q6_K_avx512},
         .prepared = {
-            [NX_ISA_AVX512] = {nx_dot_q6_K_prep_avx512, nx_prepare_q8_K_q6_avx512, nx_prep_q8_K_q6_row_bytes},
+            [NX_ISA_AVX512] = {nx_dot_q6_K_prep_avx512, nx_prepare_q8_K_q6_avx512, nx_prep_q8_K_q6_row_bytes,
+                               nx_dot_w_q6_K_prep_avx512},
         },
 #endif
     },
@@ -387,6 +390,7 @@ bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx
     for (int i = NX_MIN((int)isa, NX_ISA_COUNT - 1); i >= 0; i--) {
         if (t->prepared[i].dot) {
             plan->dot = t->prepared[i].dot;
+            plan->dot_w = t->prepared[i].dot_w;
             plan->act_from_float = t->prepared[i].prepare;
             plan->act_row_bytes = t->prepared[i].row_bytes(n);
             return true;

@@ -31,6 +31,10 @@ typedef enum nx_isa { NX_ISA_SCALAR = 0, NX_ISA_AVX2 = 1, NX_ISA_AVX512 = 2, NX_
  * (multiple of the block size); w_row in this type, x rows in the vec-dot type. */
 typedef void (*nx_vec_dot_fn)(int64_t n, float *out, const void *w_row,
                               const void *x, size_t x_stride_bytes, int nrows);
+/* out[m] = dot(w + m * w_stride_bytes, x) for m in [0, nw): several weight rows against ONE
+ * activation row (decode); each out[m] bit-identical to the one-row kernel it goes with
+ * (nx_prepared_dot.dot with nrows = 1). */
+typedef void (*nx_vec_dot_w_fn)(int64_t n, float *out, const void *w, size_t w_stride_bytes, const void *x, int nw);
 typedef void (*nx_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*nx_from_float_fn)(const float *src, void *dst, int64_t n);
 /* Quantises ONE row of n elements with per-column importance weights qw[n] (>= 0; an
@@ -48,6 +52,7 @@ typedef struct nx_prepared_dot {
     nx_vec_dot_fn dot;
     nx_from_float_fn prepare;
     nx_row_bytes_fn row_bytes;
+    nx_vec_dot_w_fn dot_w; /* optional: several weight rows against one activation row */
 } nx_prepared_dot;
 
 struct nx_gemm_ops; /* gemm.h */
@@ -94,6 +99,7 @@ nx_vec_dot_fn nx_vec_dot_for(uint32_t type, nx_isa isa);
  * act_row_bytes bytes (the vec-dot type's from_float, or a prepared layout). */
 typedef struct nx_dot_plan {
     nx_vec_dot_fn dot;
+    nx_vec_dot_w_fn dot_w; /* NULL, or several weight rows against one activation row (T = 1) */
     nx_from_float_fn act_from_float;
     size_t act_row_bytes;
     bool act_as_is;

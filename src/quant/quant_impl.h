@@ -151,6 +151,10 @@ void nx_prep_q8_0_from_blocks(const void *xq, void *dst, int64_t n);
 void nx_dot_q4_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q5_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 void nx_dot_q6_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+/* the same against ONE activation row for nw consecutive weight rows (nx_vec_dot_w_fn) */
+void nx_dot_w_q4_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
+void nx_dot_w_q5_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
+void nx_dot_w_q6_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
 void nx_prepare_q8_K_avx512(const float *src, void *dst, int64_t n);
 void nx_prepare_q8_K_q6_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_K_row_bytes(int64_t n);

@@ -349,6 +349,55 @@ ALWAYS_INLINE void kp_step(int kind, int nr, const kpstep *b, const char *const 
     }
 }
 
+/* acc += the steps of weight row w against the prepared activation row xr, in step order: the
+ * float operations of kp_rows for one row. */
+ALWAYS_INLINE __m512 kp_one(int kind, int64_t nb, const void *w, const char *xr, const kp_regs *rg) {
+    __m512 acc = _mm512_setzero_ps();
+    const char *const xa[1] = {xr};
+    if (kind == KP_Q6) {
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const kpstep b = decode_six(w, ib, rg);
+            kp_step(kind, 1, &b, xa, (size_t)ib * KP6_STEP, &acc);
+        }
+    } else {
+        int64_t ib = 0;
+        for (; ib + 1 < nb; ib += 2) {
+            const kpstep b = decode_pair(kind, w, ib, true, rg);
+            kp_step(kind, 1, &b, xa, (size_t)(ib / 2) * KP4_STEP, &acc);
+        }
+        if (ib < nb) {
+            const kpstep b = decode_pair(kind, w, ib, false, rg);
+            kp_step(kind, 1, &b, xa, (size_t)(ib / 2) * KP4_STEP, &acc);
+        }
+    }
+    return acc;
+}
+
+/* Several weight rows against one activation row (decode): rows in address order (the weight
+ * stream and its prefetch are those of one-row calls), each row's accumulator exactly as
+ * kp_rows(nr = 1) makes it, and the horizontal sums four rows at a time (hsum4 = hsum256 of
+ * the lower + upper halves, bit for bit).  What it saves per row: the call, the table loads and
+ * the serial horizontal sum at the end of every row, which the out-of-order window could not
+ * hide on short rows (4 super-blocks). */
+ALWAYS_INLINE void kp_wrows(int kind, int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
+    const int64_t nb = n / NX_QK_K;
+    const kp_regs rg = load_regs(kind);
+    int m = 0;
+    for (; m + 4 <= nw; m += 4) {
+        __m512 acc[4];
+        for (int i = 0; i < 4; i++) acc[i] = kp_one(kind, nb, (const char *)w + (size_t)(m + i) * ws, x, &rg);
+        hsum4(acc, out + m);
+    }
+    if (m < nw) {
+        __m512 acc[4];
+        for (int i = 0; i < 4; i++)
+            acc[i] = m + i < nw ? kp_one(kind, nb, (const char *)w + (size_t)(m + i) * ws, x, &rg) : _mm512_setzero_ps();
+        float o4[4];
+        hsum4(acc, o4);
+        for (int i = 0; m + i < nw; i++) out[m + i] = o4[i];
+    }
+}
+
 ALWAYS_INLINE void kp_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
     const int64_t nb = n / NX_QK_K;
     const kp_regs rg = load_regs(kind);
@@ -414,4 +463,14 @@ void nx_dot_q5_K_prep_avx512(int64_t n, float *out, const void *w, const void *x
 }
 void nx_dot_q6_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
     kp_dot(KP_Q6, n, out, w, x, xs, nrows);
+}
+
+void nx_dot_w_q4_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
+    kp_wrows(KP_Q4, n, out, w, ws, x, nw);
+}
+void nx_dot_w_q5_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
+    kp_wrows(KP_Q5, n, out, w, ws, x, nw);
+}
+void nx_dot_w_q6_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
+    kp_wrows(KP_Q6, n, out, w, ws, x, nw);
 }
