@@ -168,14 +168,14 @@ static void test_copy_sequence(void **state) {
     nx_ctx_free(c);
 }
 
-/* Long batches: the fused delta-rule kernel takes a sequence's rows in groups of
- * NX_GDN_MAX_STEPS (16) and stores only the slots needed.  A 37-row batch of seq 0 interleaved
- * with 5 rows of seq 1 must leave, in every snapshot slot, exactly the state of decoding the kept
- * tokens one at a time, for R = 3 (snapshots only in the last group) and R = 20 (snapshots across
- * group boundaries; r = 17 reads a slot written by the second group). */
+/* Long batches: the fused delta-rule kernel takes a sequence's rows in groups (at most
+ * NX_GDN_MAX_STEPS = 65 steps each; the recorded rows after the anchor one group of their own)
+ * and stores only the states needed.  A 100-row batch of seq 0 interleaved with 5 rows of seq 1
+ * must leave, after every allowed rollback, exactly the state of decoding the kept tokens one at
+ * a time, for R = 3 (groups of 65, 31 and 4 steps) and R = 20 (65, 14 and 21 steps). */
 static void test_long_batch_snapshots_across_fused_groups(void **state) {
     fixture *f = *state;
-    enum { NA = 37, NB = 5 };
+    enum { NA = 100, NB = 5 };
     int32_t A[NA], B[NB], tok[NA + NB], pos[NA + NB], sid[NA + NB];
     int8_t lg[NA + NB];
     for (int i = 0; i < NA; i++) A[i] = (i * 37 + 11) % 500;
@@ -184,7 +184,7 @@ static void test_long_batch_snapshots_across_fused_groups(void **state) {
     for (int ri = 0; ri < 2; ri++)
         for (int k = 0; k < 4 && rs_[ri][k] >= 0; k++) {
             const int R = Rs[ri], r = rs_[ri][k];
-            nx_ctx *spec = make_ctx(f, 2, R), *plain = make_ctx(f, 2, 0);
+            nx_ctx *spec = tu_tiny_ctx(f, 128, 2, R, NX_KV_F16), *plain = tu_tiny_ctx(f, 128, 2, 0, NX_KV_F16);
             int T = 0;
             for (int i = 0; i < NA; i++) {
                 tok[T] = A[i]; pos[T] = i; sid[T] = 0; lg[T] = 0; T++;
@@ -244,10 +244,10 @@ static void test_memory_is_sized_from_n_ctx_and_n_seq(void **state) {
     nx_ctx_memory m = nx_ctx_memory_usage(c);
     size_t kv = 2u * (size_t)f->model.n_attn_layers * 2 * 48 * nx_hp_kv_dim(hp) * 2; /* K+V, 2 seqs, F16 */
     assert_int_equal(m.kv_bytes, kv);
-    /* conv: 4 slots; delta state: 2 slots + 2 x 3 replay rows of (k, delta, decay) per head */
+    /* conv: 4 slots; delta state: one plane + 2 x (3 + 1) replay rows of (k, delta, decay) per head */
     const size_t d = hp->ssm_d_state, hv = hp->ssm_dt_rank;
     size_t st = (size_t)f->model.n_gdn_layers * 2 /* seqs */ *
-                (4 * (hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp) + 2 * d * d * hv + 2 * 3 * hv * (2 * d + 1)) *
+                (4 * (hp->ssm_conv_kernel - 1) * nx_hp_conv_dim(hp) + d * d * hv + 2 * 4 * hv * (2 * d + 1)) *
                 sizeof(float);
     assert_int_equal(m.state_bytes, st);
     /* the attention score scratch (NX_ATTN_MAX_Q rows of n_ctx per thread) is counted */

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "forward/gdn_conv_avx512.h"
 #include "forward/ops.h"
@@ -16,26 +17,35 @@ bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, int hv, int d, in
     rs->n_layer = n_layer;
     rs->n_seq = n_seq;
     rs->n_slot = 1 + n_snapshots;
-    rs->ssm_slots = n_snapshots > 0 ? 2 : 1;
     rs->conv_n = conv_n;
     rs->hv = hv;
     rs->d = d;
     rs->ssm_n = (size_t)d * (size_t)d * (size_t)hv;
     rs->rep_n = (size_t)hv * (2 * (size_t)d + 1);
     rs->avx512 = avx512;
+    /* replay rows: a batch records up to R + 1 (all of its last nrep + 1 rows) */
+    const uint64_t rep_rows = n_snapshots > 0 ? (uint64_t)n_snapshots + 1 : 0;
     uint64_t planes = (uint64_t)n_layer * (uint64_t)rs->n_slot * (uint64_t)n_seq, nc, ns, nr;
     if (!nx_mul_ok(planes, conv_n * sizeof(float), &nc) ||
-        !nx_mul_ok((uint64_t)n_layer * (uint64_t)rs->ssm_slots * (uint64_t)n_seq, rs->ssm_n * sizeof(float), &ns) ||
-        !nx_mul_ok(2u * (uint64_t)n_layer * (uint64_t)n_seq * (uint64_t)n_snapshots, rs->rep_n * sizeof(float), &nr) ||
+        !nx_mul_ok((uint64_t)n_layer * (uint64_t)n_seq, rs->ssm_n * sizeof(float), &ns) ||
+        !nx_mul_ok(2u * (uint64_t)n_layer * (uint64_t)n_seq * rep_rows, rs->rep_n * sizeof(float), &nr) ||
         nc > SIZE_MAX / 4 || ns > SIZE_MAX / 4 || nr > SIZE_MAX / 4)
         return nx_fail(err, "recurrent state: size overflow (%d sequences, %d slots)", n_seq, rs->n_slot);
     /* calloc: zero state; slots never used stay untouched zero pages */
     rs->conv = nx_calloc(1, nc ? nc : 64, "recurrent conv state", err);
-    /* 64 bytes more, and ssm rounded up to a 64-byte boundary: the fused delta-rule kernel writes
-     * the second slot with streaming stores, which need aligned lines (ssm_n * 4 bytes per plane
-     * is a multiple of 64 for d % 16 == 0, so every head of every plane is aligned too) */
+    /* 64 bytes more, and ssm rounded up to a 64-byte boundary: every head's plane starts a cache
+     * line (ssm_n * 4 bytes per plane is a multiple of 64 for d % 16 == 0) */
     rs->ssm_mem = rs->conv ? nx_calloc(1, (ns ? ns : 64) + 64, "recurrent delta state", err) : NULL;
     rs->ssm = rs->ssm_mem ? (float *)(((uintptr_t)rs->ssm_mem + 63) & ~(uintptr_t)63) : NULL;
+#if defined(MADV_HUGEPAGE)
+    /* 2 MiB pages for the delta state (best effort, advisory): every token walks all of it,
+     * ~5,000 4 KiB pages per sequence on the 0.8b shape, which would miss the TLB each time */
+    if (rs->ssm_mem && ns >= (4u << 20)) {
+        const uintptr_t lo = ((uintptr_t)rs->ssm_mem + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+        const uintptr_t hi = ((uintptr_t)rs->ssm_mem + ns) & ~(uintptr_t)((2u << 20) - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
     rs->rep = rs->ssm ? nx_calloc(1, nr ? nr : 64, "recurrent replay rows", err) : NULL;
     rs->cur = rs->rep ? nx_calloc((size_t)n_seq, sizeof *rs->cur, "recurrent slots", err) : NULL;
     rs->last_T = rs->cur ? nx_calloc((size_t)n_seq, sizeof *rs->last_T, "recurrent slots", err) : NULL;
@@ -58,22 +68,18 @@ void nx_rstate_free(nx_rstate *rs) {
 }
 
 size_t nx_rstate_bytes(const nx_rstate *rs) {
-    const size_t per_seq_layer = (size_t)rs->n_slot * rs->conv_n + (size_t)rs->ssm_slots * rs->ssm_n +
-                                 2 * (size_t)(rs->n_slot - 1) * rs->rep_n;
+    const size_t rep_rows = rs->n_slot > 1 ? (size_t)rs->n_slot : 0; /* R + 1 per buffer */
+    const size_t per_seq_layer = (size_t)rs->n_slot * rs->conv_n + rs->ssm_n + 2 * rep_rows * rs->rep_n;
     return (size_t)rs->n_layer * (size_t)rs->n_seq * per_seq_layer * sizeof(float);
 }
 
-/* The sequence's delta state is the one materialised in ssm slot 0, nothing to replay. */
-static void ssm_reset(nx_rstate *rs, int seq) {
-    nx_ssm_seq *q = &rs->ssm_seq[seq];
-    q->anchor = q->final = 0;
-    q->nrep = 0;
-}
+/* The sequence's delta state is its plane, nothing to replay. */
+static void ssm_reset(nx_rstate *rs, int seq) { rs->ssm_seq[seq].nrec = 0; }
 
 void nx_rstate_clear(nx_rstate *rs, int seq) {
     for (int l = 0; l < rs->n_layer; l++) {
         memset(nx_rstate_conv(rs, l, 0, seq), 0, rs->conv_n * sizeof(float));
-        memset(nx_rstate_ssm(rs, l, 0, seq), 0, rs->ssm_n * sizeof(float));
+        memset(nx_rstate_ssm(rs, l, seq), 0, rs->ssm_n * sizeof(float));
     }
     ssm_reset(rs, seq);
     rs->cur[seq] = 0;
@@ -102,44 +108,34 @@ void nx_rstate_copy(nx_rstate *rs, int src, int dst) {
     int cs = rs->cur[src];
     for (int l = 0; l < rs->n_layer; l++) {
         memcpy(nx_rstate_conv(rs, l, 0, dst), nx_rstate_conv(rs, l, cs, src), rs->conv_n * sizeof(float));
-        nx_rstate_ssm_current(rs, l, src, nx_rstate_ssm(rs, l, 0, dst));
+        nx_rstate_ssm_current(rs, l, src, nx_rstate_ssm(rs, l, dst));
     }
     ssm_reset(rs, dst);
     rs->cur[dst] = 0;
     rs->last_T[dst] = 0;
 }
 
-/* Where a batch of T rows of sequence seq reads and writes its delta state (see gdn.h). */
+/* What a batch of T rows of sequence seq does with its delta state (see gdn.h). */
 typedef struct ssm_plan {
-    int in_slot;   /* slot holding the materialised state the batch starts from */
-    int m;         /* replay rows of the previous batch to apply on top of it first */
-    int nrep;      /* replay rows this batch records (= its possible rollbacks) */
-    int other;     /* the second slot (== in_slot without snapshots) */
-    int final;     /* slot receiving the state after the last row */
+    int m;         /* pending replay rows of the previous batch, applied first */
+    int nrec;      /* replay rows this batch records (its last nrec rows; 0: none, the state after
+                    * its last row is stored instead) */
 } ssm_plan;
 
 static ssm_plan plan_for(const nx_rstate *rs, int seq, int T) {
-    const nx_ssm_seq *q = &rs->ssm_seq[seq];
-    const int back = rs->cur[seq]; /* rows rolled back since that batch, <= q->nrep */
-    ssm_plan p;
-    p.in_slot = back == 0 ? q->final : q->anchor;
-    p.m = back == 0 ? 0 : q->nrep - back + 1; /* the anchor is the state before the last nrep + 1 rows */
-    p.nrep = NX_MIN(rs->n_slot - 1, T - 1);
-    p.other = rs->ssm_slots == 2 ? 1 - p.in_slot : p.in_slot;
-    p.final = p.nrep > 0 ? p.other : p.in_slot;
-    return p;
+    const int nrep = NX_MIN(rs->n_slot - 1, T - 1); /* the rollbacks this batch allows */
+    /* cur <= nrec - 1 (nx_rstate_max_rollback), so m >= 1 whenever rows were recorded */
+    return (ssm_plan){.m = rs->ssm_seq[seq].nrec - rs->cur[seq], .nrec = nrep > 0 ? nrep + 1 : 0};
 }
 
 void nx_rstate_commit(nx_rstate *rs, int seq, int n_rows) {
     if (n_rows == 0) {
-        ssm_reset(rs, seq); /* the caller put the state in slot 0 (checkpoint restore) */
+        ssm_reset(rs, seq); /* the caller put the state in the plane (checkpoint restore) */
     } else {
         const ssm_plan p = plan_for(rs, seq, n_rows);
         nx_ssm_seq *q = &rs->ssm_seq[seq];
-        q->anchor = p.in_slot;
-        q->final = p.final;
-        q->nrep = p.nrep;
-        if (p.nrep > 0) q->rep_buf ^= 1;
+        q->nrec = p.nrec;
+        if (p.nrec > 0) q->rep_buf ^= 1;
     }
     rs->cur[seq] = 0;
     rs->last_T[seq] = n_rows;
@@ -147,7 +143,7 @@ void nx_rstate_commit(nx_rstate *rs, int seq, int n_rows) {
 
 /* Replay row e of buffer buf: per value head h, k[d], delta[d], decay. */
 static inline float *rep_row(const nx_rstate *rs, int buf, int layer, int seq, int e) {
-    const size_t R = (size_t)(rs->n_slot - 1);
+    const size_t R = (size_t)rs->n_slot; /* R + 1 rows per buffer */
     return rs->rep + ((((size_t)buf * (size_t)rs->n_layer + (size_t)layer) * (size_t)rs->n_seq + (size_t)seq) * R +
                       (size_t)e) * rs->rep_n;
 }
@@ -184,7 +180,7 @@ static void run_chain(const float *src, const nx_gdn_step *st, int n, int d, boo
 
 void nx_rstate_ssm_current(const nx_rstate *rs, int layer, int seq, float *out) {
     const ssm_plan p = plan_for(rs, seq, 1);
-    const float *in = nx_rstate_ssm(rs, layer, p.in_slot, seq);
+    const float *in = nx_rstate_ssm(rs, layer, seq);
     if (p.m == 0) {
         if (out != in) memcpy(out, in, rs->ssm_n * sizeof(float));
         return;
@@ -270,12 +266,16 @@ static void gated_norm(float *ot, const float *zt, const float *norm_w, float ep
     else for (int i = 0; i < d; i++) ot[i] *= nx_silu(zt[i]);
 }
 
-/* Per head and sequence one chain of steps (gdn.h): the m replay rows the last rollback left
- * pending, then the batch's T rows, in groups of NX_GDN_MAX_STEPS steps, each group one pass
- * over the head's state.  Stored: the anchor (state before the nrep recordable rows) into
- * in_slot, the state after the last row into p.final, a group's last state where the next
- * group reads it (the anchor slot if it is the anchor, else the other slot).  The rows that a
- * rollback can return to record (k, delta, decay) into the other replay buffer. */
+/* Per head and sequence one chain of steps (gdn.h): the m replay rows a rollback left pending,
+ * then the batch's T rows.  Step a is the last one whose state is stored (in place, into the
+ * plane the chain reads): the anchor (the state before the last nrec rows) when the batch
+ * records replay rows (a = -1: the input itself, nothing stored), else the last step.  Steps up
+ * to a run in groups of at most NX_GDN_MAX_STEPS, each one pass over the head's state that
+ * stores its last state in place (the next group reads it there); the nrec <= R + 1 recorded
+ * steps after a run as one group that stores nothing: they write their (k, delta, decay) into
+ * the other replay buffer. */
+_Static_assert(NX_GDN_MAX_STEPS >= 64 + 1, "the recorded steps (up to 64 snapshots + 1) must fit one chain");
+
 void nx_gdn_recurrence(const nx_gdn_recur *args, int h0, int h1) {
     const nx_rstate *rs = args->rs;
     const nx_gdn_rows *rows = args->rows;
@@ -292,18 +292,15 @@ void nx_gdn_recurrence(const nx_gdn_recur *args, int h0, int h1) {
         const int T = rows->seq_T[s];
         if (T == 0) continue;
         const ssm_plan p = plan_for(rs, s, T);
-        const int N = p.m + T;                  /* steps of the chain */
-        const int a = p.nrep > 0 ? p.m + T - 2 - p.nrep : -1; /* anchor step (-1: the input itself) */
+        const int N = p.m + T;                       /* steps of the chain */
+        const int a = p.nrec > 0 ? N - 1 - p.nrec : N - 1; /* last stored step (-1: none) */
         const int old_buf = rs->ssm_seq[s].rep_buf, new_buf = old_buf ^ 1;
         for (int h = h0; h < h1; h++) {
             const int kh = h % Hk; /* value head h reads key head h mod Hk: the converter tiles value heads */
-            const float *src = nx_rstate_ssm(rs, layer, p.in_slot, s) + (size_t)h * plane;
-            float *anchor = nx_rstate_ssm(rs, layer, p.in_slot, s) + (size_t)h * plane;
-            float *other = nx_rstate_ssm(rs, layer, p.other, s) + (size_t)h * plane;
-            float *final = nx_rstate_ssm(rs, layer, p.final, s) + (size_t)h * plane;
+            float *state = nx_rstate_ssm(rs, layer, s) + (size_t)h * plane;
             int t = 0; /* batch row scanned so far; rows of s come in increasing j */
-            for (int x0 = 0; x0 < N; x0 += NX_GDN_MAX_STEPS) {
-                const int n = NX_MIN(N - x0, NX_GDN_MAX_STEPS);
+            for (int x0 = 0; x0 < N;) {
+                const int n = NX_MIN((x0 <= a ? a + 1 : N) - x0, NX_GDN_MAX_STEPS);
                 for (int i = 0; i < n; i++) {
                     const int x = x0 + i;
                     nx_gdn_step *q = &st[i];
@@ -317,7 +314,7 @@ void nx_gdn_recurrence(const nx_gdn_recur *args, int h0, int h1) {
                         *q = (nx_gdn_step){.k = row + key_dim + kh * d, .q = row + kh * d, .v = row + 2 * key_dim + h * d,
                                            .decay = expf(g[(size_t)t * Hv + h]), .beta = beta[(size_t)t * Hv + h],
                                            .o = out + (size_t)t * VD + (size_t)h * d};
-                        if (p.nrep > 0 && x > a && x < N - 1) { /* a row a rollback can return to */
+                        if (x > a) { /* a recorded row (x >= p.m: the recorded rows are the batch's own) */
                             float *r = rep_row(rs, new_buf, layer, s, x - a - 1) + (size_t)h * hstride;
                             memcpy(r, q->k, (size_t)d * sizeof(float));
                             r[2 * d] = q->decay;
@@ -325,12 +322,12 @@ void nx_gdn_recurrence(const nx_gdn_recur *args, int h0, int h1) {
                         }
                         tp[i] = t++;
                     }
-                    q->dst = x == N - 1 ? final : x == a ? anchor : i == n - 1 ? other : NULL;
+                    q->dst = i == n - 1 && x <= a ? state : NULL;
                 }
-                run_chain(src, st, n, d, avx512);
-                src = st[n - 1].dst;
+                run_chain(state, st, n, d, avx512);
                 for (int i = 0; i < n; i++)
                     if (tp[i] >= 0) gated_norm(st[i].o, z + (size_t)tp[i] * VD + (size_t)h * d, norm_w, eps, d, avx512);
+                x0 += n;
             }
         }
     }

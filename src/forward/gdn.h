@@ -13,19 +13,20 @@
  * cur[seq] = 0, last_T[seq] = T_s.  Rolling back r tokens (r < last_T, r <= R, cumulative) only
  * sets cur[seq] += r: O(1).
  *
- * Delta state (ssm, 64 KB per head at d = 128, the bulk): writing R snapshot planes per batch
- * would cost R plane writes per layer per verify, so instead each sequence keeps two slots and
- * replay rows.  A batch of T_s rows with nrep = min(R, T_s - 1) possible rollbacks stores
- *   the anchor: the state before its last nrep + 1 rows, in the slot it read (in place),
- *   the final state after its last row, in the other slot (in place when nrep = 0),
- *   per row a rollback can return to (the nrep rows after the anchor, i.e. all but the last
- *   row): its k, decay and the
- *   delta vector it computed (delta_j = beta (v_j - u_j)), in one of two replay buffers.
- * The current state is the final slot (cur = 0) or, after rolling back r (1 <= r <= nrep), the
- * anchor plus the first nrep + 1 - r replay rows: s = decay * s + delta_j k again, the same float operations, so
- * the same bits as the state the forward pass computed.  The next batch applies those pending
- * replay rows in the same pass over the state as its own rows (nx_gdn_recurrence), so a
- * rollback still costs O(1) and a verify writes two planes per layer instead of 1 + R.
+ * Delta state (ssm, 64 KB per head at d = 128, the bulk): one plane per sequence (no snapshot
+ * planes) and replay rows.  A batch of T_s rows with nrep = min(R, T_s - 1) possible rollbacks
+ *   - nrep = 0 (every 1-row decode, every batch without snapshots): stores the state after its
+ *     last row, in place;
+ *   - nrep > 0: stores the anchor, the state before its last nrep + 1 rows, in place (nothing
+ *     when that is the state it started from), and for each of those nrep + 1 rows its k, decay
+ *     and the delta vector it computed (delta_j = beta (v_j - u_j)), in one of two replay
+ *     buffers; the state after its last row is not stored.
+ * The current state is the plane plus the first nrec - cur pending replay rows (nrec = the rows
+ * the last batch recorded, cur = rows rolled back since): s = decay * s + delta_j k again, the
+ * same float operations, so the same bits as the state the forward pass computed.  The next batch
+ * applies the pending rows in the same pass over the state as its own rows (nx_gdn_recurrence),
+ * so a rollback costs O(1), and a batch reads the plane once and writes it at most once, in
+ * place, whatever its number of rows and whether a rollback preceded it.
  * nx_rstate_ssm_current materialises the current state for copies and checkpoints.
  */
 #ifndef NX_GDN_H
@@ -35,23 +36,21 @@
 
 /* Per sequence: where its delta state is (see "Delta state" above). */
 typedef struct nx_ssm_seq {
-    int anchor, final;            /* ssm slots: state before the replay rows / after the last row */
-    int nrep;                     /* replay rows recorded by the last batch */
+    int nrec;                     /* replay rows recorded by the last batch (pending unless rolled back) */
     int rep_buf;                  /* replay buffer (0/1) holding them */
 } nx_ssm_seq;
 
 typedef struct nx_rstate {
     int n_layer, n_seq, n_slot;   /* n_slot = 1 + R (conv slots) */
-    int ssm_slots;                /* 2 with snapshots, else 1 */
     int hv, d;                    /* value heads, head size */
     bool avx512;                  /* replays use the AVX-512 chain (as the forward pass does) */
     size_t conv_n;                /* (Kc-1) * conv_dim floats per (layer, slot, seq) */
-    size_t ssm_n;                 /* d * d * Hv floats per (layer, ssm slot, seq) */
+    size_t ssm_n;                 /* d * d * Hv floats per (layer, seq) */
     size_t rep_n;                 /* Hv * (2d + 1) floats per replay row (k, delta, decay per head) */
     float *conv;
     float *ssm;                   /* 64-byte aligned inside ssm_mem */
     void *ssm_mem;
-    float *rep;                   /* [2][layer][seq][R][rep_n] */
+    float *rep;                   /* [2][layer][seq][R + 1][rep_n] (none without snapshots) */
     int32_t *cur;                 /* [n_seq] rows rolled back since the last batch (= its conv slot) */
     int32_t *last_T;              /* [n_seq] rows of the last batch of that sequence (0 = none) */
     nx_ssm_seq *ssm_seq;          /* [n_seq] */
@@ -65,20 +64,22 @@ size_t nx_rstate_bytes(const nx_rstate *rs);
 static inline float *nx_rstate_conv(const nx_rstate *rs, int layer, int slot, int seq) {
     return rs->conv + (((size_t)layer * (size_t)rs->n_slot + (size_t)slot) * (size_t)rs->n_seq + (size_t)seq) * rs->conv_n;
 }
-/* Raw ssm slot plane (slot < ssm_slots); the current state is nx_rstate_ssm_current's. */
-static inline float *nx_rstate_ssm(const nx_rstate *rs, int layer, int slot, int seq) {
-    return rs->ssm + (((size_t)layer * (size_t)rs->ssm_slots + (size_t)slot) * (size_t)rs->n_seq + (size_t)seq) * rs->ssm_n;
+/* Raw ssm plane; the current state is nx_rstate_ssm_current's. */
+static inline float *nx_rstate_ssm(const nx_rstate *rs, int layer, int seq) {
+    return rs->ssm + ((size_t)layer * (size_t)rs->n_seq + (size_t)seq) * rs->ssm_n;
 }
-/* The sequence's current delta state of one layer (ssm_n floats) into out: a copy of its slot,
- * or that slot with the pending replay rows applied (bit-identical to having stopped there).
- * out must not be that slot unless nothing is pending. */
+/* The sequence's current delta state of one layer (ssm_n floats) into out: a copy of its plane,
+ * or that plane with the pending replay rows applied (bit-identical to having stopped there).
+ * out must not be that plane unless nothing is pending. */
 void nx_rstate_ssm_current(const nx_rstate *rs, int layer, int seq, float *out);
 
 void nx_rstate_clear(nx_rstate *rs, int seq);                 /* zero state, cur = 0, no snapshots */
 int  nx_rstate_max_rollback(const nx_rstate *rs, int seq);
 bool nx_rstate_rollback(nx_rstate *rs, int seq, int r, nx_err *err);
-void nx_rstate_copy(nx_rstate *rs, int src, int dst);         /* current state of src -> slot 0 of dst */
-/* After a batch: every sequence with rows in it now has its state in slot 0. */
+void nx_rstate_copy(nx_rstate *rs, int src, int dst);         /* current state of src -> conv slot 0 and plane of dst */
+/* After a batch of n_rows rows of seq (the conv state after its last row is in slot 0; the
+ * delta state as described above).  n_rows = 0: the caller put the state in conv slot 0 and the
+ * plane (checkpoint restore), nothing pending. */
 void nx_rstate_commit(nx_rstate *rs, int seq, int n_rows);
 
 /* ---- kernels (called by forward.c) ---------------------------------------------------------

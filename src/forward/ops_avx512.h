@@ -44,7 +44,7 @@ typedef struct nx_gdn_step {
  * src, step t the state after step t-1.  Bit-identical to chained nx_gdn_step_avx512 calls
  * (token steps).  A dst may equal src (each state row is read before it is written); a dst
  * 64-byte aligned and != src gets streaming stores.  d % 16 == 0, d <= 512. */
-#define NX_GDN_MAX_STEPS 16
+#define NX_GDN_MAX_STEPS 65
 void  nx_gdn_chain_avx512(const float *src, const nx_gdn_step *st, int n, int d);
 
 #endif

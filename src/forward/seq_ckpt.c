@@ -120,7 +120,7 @@ static void put_rstate(nx_ctx *c, int32_t seq, const nx_seq_ckpt *ck) {
     nx_rstate *rs = &c->rs;
     for (int l = 0; l < rs->n_layer; l++) {
         memcpy(nx_rstate_conv(rs, l, 0, seq), ck->conv + (size_t)l * rs->conv_n, rs->conv_n * sizeof(float));
-        memcpy(nx_rstate_ssm(rs, l, 0, seq), ck->ssm + (size_t)l * rs->ssm_n, rs->ssm_n * sizeof(float));
+        memcpy(nx_rstate_ssm(rs, l, seq), ck->ssm + (size_t)l * rs->ssm_n, rs->ssm_n * sizeof(float));
     }
     nx_rstate_commit(rs, seq, 0);
 }
