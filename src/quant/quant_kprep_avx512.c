@@ -379,8 +379,7 @@ ALWAYS_INLINE __m512 kp_one(int kind, int64_t nb, const void *w, const char *xr,
  * the lower + upper halves, bit for bit).  What it saves per row: the call, the table loads and
  * the serial horizontal sum at the end of every row, which the out-of-order window could not
  * hide on short rows (4 super-blocks). */
-ALWAYS_INLINE void kp_wrows(int kind, int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
-    const int64_t nb = n / NX_QK_K;
+ALWAYS_INLINE void kp_wrows_nb(int kind, int64_t nb, float *out, const void *w, size_t ws, const void *x, int nw) {
     const kp_regs rg = load_regs(kind);
     int m = 0;
     for (; m + 4 <= nw; m += 4) {
@@ -396,6 +395,13 @@ ALWAYS_INLINE void kp_wrows(int kind, int64_t n, float *out, const void *w, size
         hsum4(acc, o4);
         for (int i = 0; m + i < nw; i++) out[m + i] = o4[i];
     }
+}
+
+/* rows of 1024 elements (most of a decoded token's matrices) with a constant step count: the
+ * compiler unrolls the row */
+ALWAYS_INLINE void kp_wrows(int kind, int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
+    if (n == 4 * NX_QK_K) kp_wrows_nb(kind, 4, out, w, ws, x, nw);
+    else kp_wrows_nb(kind, n / NX_QK_K, out, w, ws, x, nw);
 }
 
 ALWAYS_INLINE void kp_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
