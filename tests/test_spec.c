@@ -160,21 +160,29 @@ typedef struct driver {
     nx_spec *s;
 } driver;
 
-static driver open_driver_on(fixture *f, nx_pool *pool, int n_seq, int N, bool adaptive) {
+/* A driver with target and MTP contexts of n_ctx positions on pool, n_seq sequences, draft_max N
+ * (and N snapshot slots), adaptive or fixed, default parameters otherwise. */
+static driver open_spec_driver(fixture *f, nx_pool *pool, int32_t n_ctx, int n_seq, int32_t N, bool adaptive,
+                               bool penalize_prompt) {
     nx_err err;
     driver d;
     nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = NCTX;
+    cp.n_ctx = n_ctx;
     cp.n_seq = n_seq;
     cp.n_snapshots = N;
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = N;
     sp.adaptive = adaptive;
-    sp.penalize_prompt = true;
+    sp.penalize_prompt = penalize_prompt;
     if (!nx_ctx_create(&d.c, &f->model, &cp, pool, &err) ||
-        !nx_mtp_create(&d.m, f->head, NCTX, n_seq, NX_KV_F16, NX_KV_F16, pool, &err) || !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
+        !nx_mtp_create(&d.m, f->head, n_ctx, n_seq, NX_KV_F16, NX_KV_F16, pool, &err) ||
+        !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
         fail_msg("%s", err.msg);
     return d;
+}
+
+static driver open_driver_on(fixture *f, nx_pool *pool, int n_seq, int N, bool adaptive) {
+    return open_spec_driver(f, pool, NCTX, n_seq, N, adaptive, true);
 }
 
 static driver open_driver(fixture *f, int n_seq, int N) { return open_driver_on(f, f->pool, n_seq, N, false); }
@@ -585,25 +593,13 @@ static double synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32
     return kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * rows_per_seq : 0.3 + 0.05 * (rows - 1);
 }
 
-/* A driver for the cost-model tests: n_seq sequences, target and MTP contexts of n_ctx
- * positions, draft_max N (and N snapshot slots), adaptive or fixed, default parameters
- * otherwise; its pass costs come from cost(user) instead of the clock, and where oracle is not
- * NULL sequence i drafts from oracle[i] (n_oracle tokens: the prompt, then the continuation). */
+/* A driver for the cost-model tests (open_spec_driver's, default parameters): its pass costs
+ * come from cost(user) instead of the clock, and where oracle is not NULL sequence i drafts from
+ * oracle[i] (n_oracle tokens: the prompt, then the continuation). */
 static driver open_cost_driver(fixture *f, int32_t n_ctx, int n_seq, int32_t N, bool adaptive, nx_spec_cost_fn cost,
                                void *user, const int32_t *const *oracle, int32_t n_oracle) {
     nx_err err;
-    driver d;
-    nx_ctx_params cp = nx_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_seq = n_seq;
-    cp.n_snapshots = N;
-    nx_spec_params sp = nx_spec_default_params();
-    sp.draft_max = N;
-    sp.adaptive = adaptive;
-    if (!nx_ctx_create(&d.c, &f->model, &cp, f->pool, &err) ||
-        !nx_mtp_create(&d.m, f->head, n_ctx, n_seq, NX_KV_F16, NX_KV_F16, f->pool, &err) ||
-        !nx_spec_create(&d.s, d.c, d.m, &sp, &err))
-        fail_msg("%s", err.msg);
+    driver d = open_spec_driver(f, f->pool, n_ctx, n_seq, N, adaptive, nx_spec_default_params().penalize_prompt);
     nx_spec_set_cost_fn(d.s, cost, user);
     for (int i = 0; oracle && i < n_seq; i++)
         if (!nx_spec_set_oracle(d.s, i, oracle[i], n_oracle, &err)) fail_msg("%s", err.msg);
