@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "forward/gdn_conv_avx512.h"
 #include "forward/ops.h"
@@ -37,15 +36,6 @@ bool nx_rstate_init(nx_rstate *rs, int n_layer, size_t conv_n, int hv, int d, in
      * line (ssm_n * 4 bytes per plane is a multiple of 64 for d % 16 == 0) */
     rs->ssm_mem = rs->conv ? nx_calloc(1, (ns ? ns : 64) + 64, "recurrent delta state", err) : NULL;
     rs->ssm = rs->ssm_mem ? (float *)(((uintptr_t)rs->ssm_mem + 63) & ~(uintptr_t)63) : NULL;
-#if defined(MADV_HUGEPAGE)
-    /* 2 MiB pages for the delta state (best effort, advisory): every token walks all of it,
-     * ~5,000 4 KiB pages per sequence on the 0.8b shape, which would miss the TLB each time */
-    if (rs->ssm_mem && ns >= (4u << 20)) {
-        const uintptr_t lo = ((uintptr_t)rs->ssm_mem + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
-        const uintptr_t hi = ((uintptr_t)rs->ssm_mem + ns) & ~(uintptr_t)((2u << 20) - 1);
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    }
-#endif
     rs->rep = rs->ssm ? nx_calloc(1, nr ? nr : 64, "recurrent replay rows", err) : NULL;
     rs->cur = rs->rep ? nx_calloc((size_t)n_seq, sizeof *rs->cur, "recurrent slots", err) : NULL;
     rs->last_T = rs->cur ? nx_calloc((size_t)n_seq, sizeof *rs->last_T, "recurrent slots", err) : NULL;
