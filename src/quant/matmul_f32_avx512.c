@@ -36,7 +36,11 @@ ALWAYS_INLINE void row_partials(int nr, int64_t n, const float *w, const float *
     for (; i + 32 <= n; i += 32, pf += 128) {
         _mm_prefetch(pf, _MM_HINT_T0);
         _mm_prefetch(pf + 64, _MM_HINT_T0);
-        const __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
+        __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
+        /* Opaque to the compiler from here on: it would otherwise re-load the weights from
+         * memory for every activation row (it does for 2 and 3 rows: a 3-row batch then cost
+         * more than a 4-row one). */
+        __asm__("" : "+v"(w0), "+v"(w1));
         for (int r = 0; r < nr; r++) {
             acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * in + i), acc0[r]);
             acc1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * in + i + 16), acc1[r]);
