@@ -116,7 +116,8 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
 #ifdef NX_HAVE_X86_KERNELS
         .prepared = {
-            [NX_ISA_AVX512] = {nx_dot_q8_0_prep_avx512, nx_prepare_q8_0_avx512, nx_prep_q8_0_row_bytes},
+            [NX_ISA_AVX512] = {nx_dot_q8_0_prep_avx512, nx_prepare_q8_0_avx512, nx_prep_q8_0_row_bytes,
+                               nx_dot_w_q8_0_prep_avx512},
         },
 #endif
 #ifdef NX_HAVE_X86_KERNELS

@@ -345,15 +345,11 @@ ALWAYS_INLINE void q8_0_octet_rows(int nr, int cnt, const nx_block_q8_0 *w, __m5
     }
 }
 
-ALWAYS_INLINE void q8_0_prep_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
-    const int64_t nb = n / NX_QK;
-    const nx_block_q8_0 *wb = w;
-    const char *xr[ROWS], *xo[ROWS];
-    __m512 acc[ROWS];
-    for (int r = 0; r < nr; r++) {
-        xr[r] = act_row(x, xs, r);
-        acc[r] = _mm512_setzero_ps();
-    }
+/* The accumulators of nr activation rows xr[0..nr) against one weight row of nb blocks (the
+ * float definition above); every q8_0 prepared kernel builds a row's accumulator here. */
+ALWAYS_INLINE void q8_0_prep_acc(int nr, int64_t nb, const nx_block_q8_0 *wb, const char *const *xr, __m512 *acc) {
+    const char *xo[ROWS];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     /* lane 2j+h takes block j's scale: octet 0 of a 16-block group uses lanes 0..7, octet 1 8..15 */
     const __m512i e0 = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512i e1 = _mm512_add_epi32(e0, _mm512_set1_epi32(8));
@@ -377,8 +373,51 @@ ALWAYS_INLINE void q8_0_prep_rows(int kind, int nr, int64_t n, float *out, const
         for (int r = 0; r < nr; r++) xo[r] = xr[r] + (size_t)(g / 8) * PREP_OCT;
         q8_0_octet_rows(nr, cnt, wb + g, _mm512_permutexvar_ps(e0, q8_0_scales16(wb + g, cnt)), xo, acc);
     }
+}
+
+ALWAYS_INLINE void q8_0_prep_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+    (void)kind;
+    const char *xr[ROWS];
+    __m512 acc[ROWS];
+    for (int r = 0; r < nr; r++) xr[r] = act_row(x, xs, r);
+    q8_0_prep_acc(nr, n / NX_QK, w, xr, acc);
     for (int r = 0; r < nr; r++)
         out[r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
 }
 
 DEFINE_DOT(nx_dot_q8_0_prep_avx512, q8_0_prep_rows, 0) /* kind unused: one format */
+
+/* Several weight rows against one activation row (decode, nx_vec_dot_w_fn): rows in address
+ * order, so the weight stream and its prefetch are exactly those of back-to-back one-row calls
+ * (no interleaved streams: a tile of weight rows sharing the activation loads was slower from
+ * memory); each row's accumulator is q8_0_prep_acc's with nr = 1, and the horizontal sums are
+ * taken four rows at a time (hsum256_x4, bit for bit hsum256).  What it saves per row: the call
+ * and the serial horizontal sum that ends every row, which the out-of-order window cannot hide
+ * behind the next row's start on rows of 1024 (32 blocks). */
+ALWAYS_INLINE void q8_0_prep_wrows(int64_t nb, float *out, const nx_block_q8_0 *w, size_t ws, const char *x, int nw) {
+    int m = 0;
+    __m512 acc[4];
+    for (; m + 4 <= nw; m += 4) {
+        for (int i = 0; i < 4; i++)
+            q8_0_prep_acc(1, nb, (const nx_block_q8_0 *)((const char *)w + (size_t)(m + i) * ws), &x, &acc[i]);
+        hsum256_x4(acc, out + m);
+    }
+    if (m < nw) {
+        for (int i = 0; i < 4; i++) {
+            if (m + i < nw)
+                q8_0_prep_acc(1, nb, (const nx_block_q8_0 *)((const char *)w + (size_t)(m + i) * ws), &x, &acc[i]);
+            else
+                acc[i] = _mm512_setzero_ps();
+        }
+        float o4[4];
+        hsum256_x4(acc, o4);
+        for (int i = 0; m + i < nw; i++) out[m + i] = o4[i];
+    }
+}
+
+void nx_dot_w_q8_0_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
+    /* rows of 1024 (most of a decoded token's matrices): a constant block count, the compiler
+     * unrolls the row */
+    if (n == 1024) q8_0_prep_wrows(1024 / NX_QK, out, w, ws, x, nw);
+    else q8_0_prep_wrows(n / NX_QK, out, w, ws, x, nw);
+}

@@ -141,6 +141,8 @@ void nx_dot_q5_K_avx512(int64_t n, float *out, const void *w, const void *x, siz
 void nx_dot_q6_K_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
 /* q8_0 on prepared activations (layout in quant_avx512.c) */
 void nx_dot_q8_0_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows);
+/* the same against ONE activation row for nw consecutive weight rows (nx_vec_dot_w_fn) */
+void nx_dot_w_q8_0_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
 void nx_prepare_q8_0_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_0_row_bytes(int64_t n);
 /* the prepared layout from q8_0 blocks (used by the GEMM path and tests) */

@@ -29,6 +29,27 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+#ifdef __AVX512F__
+/* out[i] = hsum256(lower 8 + upper 8 lanes of a[i]) for i < 4, bit for bit: the same additions
+ * with the same operands in the same order, for four rows at once (the lanes of a row's partial
+ * sums side by side).  hsum256(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)). */
+static inline __attribute__((always_inline)) void hsum256_x4(const __m512 *a, float out[4]) {
+    /* v = lower 8 + upper 8: [vA | vB], [vC | vD] */
+    const __m512 vab = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 vcd = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* s_i = v_i + v_{i+4}: 128-bit chunk r = row r */
+    const __m512 sv = _mm512_add_ps(_mm512_shuffle_f32x4(vab, vcd, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(vab, vcd, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* lane 0 / 1 of a chunk: s0 + s2, s1 + s3; then lane 0: (s0 + s2) + (s1 + s3) */
+    const __m512 t = _mm512_add_ps(sv, _mm512_shuffle_ps(sv, sv, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 u = _mm512_add_ps(t, _mm512_movehdup_ps(t));
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(pick, u)));
+}
+#endif
+
 /* Defines the kernel `name` (an nx_vec_dot_fn).  Every dot kernel has this shape: activation
  * rows in groups of up to ROWS, each group handled by
  *     rows_fn(kind, nr, n, out, w, x, xs)
