@@ -751,6 +751,41 @@ static void test_cost_model_recovers(void **state) {
     free(oracle);
 }
 
+/* Drafts right for the first tokens, wrong for a stretch, then right again (an oracle), under
+ * synth_cost where a probe costs 1.2 units over a plain step of 1.1: at the probe budget (1 % of
+ * the plain time) probes would be >= 110 plain steps apart.  A sequence whose drafts were once accepted (its head is not random) probes on the doubling
+ * schedule instead (4, 8, 16, ... plain steps): its first accepted draft after a wrong stretch of
+ * 48 tokens came 17 tokens after it, and 104 with the budget applied to it as well. */
+static void test_cost_model_probes_after_acceptance(void **state) {
+    fixture *f = *state;
+    enum { G = 240, RIGHT = 8, WRONG = 48 };
+    nx_err err;
+    const int32_t V = (int32_t)f->model.hp.n_vocab;
+    int32_t prompt[2] = {3, 4}, *truth = malloc((G + 8) * sizeof *truth), *oracle = malloc((G + 8) * sizeof *oracle);
+    greedy_truth(f, G + 8, truth);
+    for (int i = 0; i < G + 8; i++)
+        oracle[i] = i >= 2 + RIGHT && i < 2 + RIGHT + WRONG ? (truth[i] + 1) % V : truth[i];
+    const int32_t *orc = oracle;
+    driver d = open_cost_driver(f, 512, 1, 3, true, synth_cost, NULL, &orc, G + 8);
+    const int32_t *pr = prompt;
+    int32_t np = 2, first, out[4], n_out, emitted = 1;
+    assert_true(nx_spec_prefill(d.s, 1, &pr, &np, &first, &err));
+    int32_t back = -1; /* tokens emitted when the first draft after the wrong stretch was accepted */
+    while (emitted < G) {
+        int32_t max_out = G - emitted;
+        if (!nx_spec_step(d.s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
+        for (int j = 0; j < n_out; j++) assert_int_equal(out[j], truth[2 + emitted + j]);
+        if (back < 0 && emitted >= RIGHT + WRONG && n_out > 1) back = emitted;
+        emitted += n_out;
+    }
+    printf("probes after a wrong stretch of %d tokens (drafts accepted before it): drafting again %d tokens after it\n",
+           WRONG, back - (RIGHT + WRONG));
+    assert_true(back >= 0 && back - (RIGHT + WRONG) <= 40);
+    close_driver(&d);
+    free(truth);
+    free(oracle);
+}
+
 /* Synthetic costs by total rows (what per-sequence draft lengths are priced by): a verify of r
  * rows costs 1 + 0.1 (r - 1) units, an MTP pass 0.1 + 0.01 per extra row. */
 static double rows_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
@@ -1268,6 +1303,7 @@ int main(void) {
         cmocka_unit_test(test_continuous_batching),
         cmocka_unit_test(test_spec_sampling_end_to_end),
         cmocka_unit_test(test_cost_model_falls_back),
+        cmocka_unit_test(test_cost_model_probes_after_acceptance),
         cmocka_unit_test(test_cost_model_recovers),
         cmocka_unit_test(test_cost_model_per_sequence),
         cmocka_unit_test(test_cost_model_stale_costs),

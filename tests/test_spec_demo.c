@@ -29,6 +29,7 @@
 #include "spec/mtp.h"
 #include "sample/sample.h"
 #include "spec/spec.h"
+#include "spec/spec_oracle.h"
 #include "tokenizer/tokenizer.h"
 
 enum { MAX_PROMPTS = 256, MAX_PROMPT = 48, GEN = 12, NSEQ = 8, NCTX = 80, MAX_N = 6, DV_K = 1024 };
@@ -293,6 +294,75 @@ static void test_trained_adaptive_and_draft_vocab(void **state) {
     assert_true(adaptive.compared > 0 && reduced.compared > 0);
 }
 
+/* Synthetic costs under which a one-draft probe costs ~1.2 units over a plain step of 1.1 (as
+ * in test_spec.c): probes at most 1 % of the plain time would be >= 110 plain steps apart. */
+static double probe_synth_cost(void *user, nx_spec_cost_kind kind, int32_t rows, int32_t rows_per_seq) {
+    (void)user;
+    return kind == NX_SPEC_COST_VERIFY ? 1.0 + 0.1 * rows_per_seq : 0.3 + 0.05 * (rows - 1);
+}
+
+/* A sequence whose first drafts are all rejected (an oracle wrong for the first WRONG tokens,
+ * then the plain continuation) goes plain before any draft was accepted.  The trained head is
+ * confident (its softmax top >= CONF_MIN in spec.c; a random head's is ~1/V), so the sequence
+ * probes on the doubling schedule (4, 8, ... plain steps) rather than at the 1 % probe budget,
+ * and drafts again soon after the wrong stretch: its first accepted draft came 13 tokens in, and
+ * 38 with the head's confidence ignored (the budget applied). */
+static void test_trained_probes_after_wrong_start(void **state) {
+    fixture *f = *state;
+    enum { G = 160, WRONG = 6, D = 3 };
+    nx_err err;
+    const int32_t n = f->n_prompt[0], V = (int32_t)f->model->hp.n_vocab, n_ctx = MAX_PROMPT + G + 16;
+    static int32_t truth[MAX_PROMPT + G + 8], oracle[MAX_PROMPT + G + 8];
+    nx_ctx_params cp = nx_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    nx_ctx *c;
+    if (!nx_ctx_create(&c, f->model, &cp, f->pool, &err)) fail_msg("%s", err.msg);
+    int32_t pos[MAX_PROMPT];
+    for (int i = 0; i < n; i++) {
+        pos[i] = i;
+        truth[i] = f->prompt[0][i];
+    }
+    nx_batch b = {n, f->prompt[0], pos, NULL, NULL};
+    if (!nx_forward(c, &b, &err)) fail_msg("%s", err.msg);
+    for (int g = 0; g < G + 8; g++) {
+        int32_t t = nx_argmax(nx_ctx_logits(c, g == 0 ? n - 1 : 0), V), p = n + g;
+        truth[n + g] = t;
+        nx_batch b1 = {1, &t, &p, NULL, NULL};
+        if (!nx_forward(c, &b1, &err)) fail_msg("%s", err.msg);
+    }
+    nx_ctx_free(c);
+    for (int i = 0; i < n + G + 8; i++) oracle[i] = i >= n && i < n + WRONG ? (truth[i] + 1) % V : truth[i];
+    cp.n_snapshots = D;
+    nx_mtp *m;
+    nx_spec *s;
+    if (!nx_ctx_create(&c, f->model, &cp, f->pool, &err) ||
+        !nx_mtp_create(&m, f->head, n_ctx, 1, NX_KV_F16, NX_KV_F16, f->pool, &err))
+        fail_msg("%s", err.msg);
+    nx_spec_params sp = nx_spec_default_params();
+    sp.draft_max = D;
+    if (!nx_spec_create(&s, c, m, &sp, &err)) fail_msg("%s", err.msg);
+    nx_spec_set_cost_fn(s, probe_synth_cost, NULL);
+    if (!nx_spec_set_oracle(s, 0, oracle, n + G + 8, &err)) fail_msg("%s", err.msg);
+    const int32_t *pr = f->prompt[0];
+    int32_t first, out[D + 1], n_out, emitted = 1, back = -1;
+    if (!nx_spec_prefill(s, 1, &pr, &n, &first, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(first, truth[n]);
+    while (emitted < G) {
+        int32_t max_out = G - emitted;
+        if (!nx_spec_step(s, &max_out, out, &n_out, &err)) fail_msg("%s", err.msg);
+        for (int j = 0; j < n_out; j++) assert_int_equal(out[j], truth[n + emitted + j]);
+        if (back < 0 && n_out > 1) back = emitted;
+        emitted += n_out;
+    }
+    const nx_spec_stats *st = nx_spec_get_stats(s);
+    printf("trained head, first %d drafts wrong: first accepted draft %d tokens in; %lld of %lld steps drafted\n",
+           WRONG, back, (long long)st->spec_steps, (long long)st->steps);
+    assert_true(back >= WRONG && back <= WRONG + 30);
+    nx_spec_free(s);
+    nx_mtp_free(m);
+    nx_ctx_free(c);
+}
+
 /* Seeded sampling: exact plain output (fixed and adaptive on jittered costs), and the drafts
  * share the target draw's noise (acceptance bound; see the header). */
 static void test_trained_sampled_spec_equals_plain(void **state) {
@@ -312,6 +382,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trained_greedy_spec_equals_plain),
         cmocka_unit_test(test_trained_adaptive_and_draft_vocab),
+        cmocka_unit_test(test_trained_probes_after_wrong_start),
         cmocka_unit_test(test_trained_sampled_spec_equals_plain),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -16,6 +16,7 @@
 #define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
 #define PROBE_BUDGET 0.01     /* probes take at most this share of the plain decoding time ... */
 #define PROBE_GAP_MAX 1024    /* ... unless that would space them more than this many steps */
+#define CONF_MIN 0.05         /* see seq_state.confident */
 
 typedef struct seq_state {
     bool active;
@@ -56,6 +57,9 @@ typedef struct seq_state {
     int32_t plain_run;        /* steps planned plain since this sequence last drafted */
     int32_t probe;            /* plain steps between one-draft probes (PROBE_MIN .. PROBE_MAX) */
     bool probing;             /* this step's draft is a probe */
+    bool confident;           /* a first draft was accepted, or its MTP softmax had a top
+                               * probability >= CONF_MIN: the head is not random, so probes after
+                               * rejected drafts are not stretched to the probe budget */
 } seq_state;
 
 struct nx_spec {
@@ -316,6 +320,7 @@ static void reset_seq(nx_spec *s, seq_state *q, bool keep_cache) {
     q->plain_run = 0;
     q->probe = PROBE_FIRST;
     q->probing = false;
+    q->confident = false;
     nx_sampler_reset(q->smp);
     if (keep_cache) return;
     q->resume = 0;
@@ -671,7 +676,8 @@ static void plan_step(nx_spec *s) {
             q->plain_run = 0;
             if (explore) N = NX_MIN(q->cap, N + EXPLORE_EXTRA);
         } else if (q->cap > 0 &&
-                   nx_spec_probe_due(++q->plain_run, q->probe, probe_extra, plain_cost, PROBE_BUDGET, PROBE_GAP_MAX)) {
+                   nx_spec_probe_due(++q->plain_run, q->probe, probe_extra, plain_cost,
+                                     q->confident ? 0.0 : PROBE_BUDGET, PROBE_GAP_MAX)) {
             /* a one-draft probe every `probe` plain steps (stretched so that probes cost at most
              * PROBE_BUDGET of the plain time) notices a change in acceptance */
             q->plain_run = 0;
@@ -699,6 +705,19 @@ static void ema(double *v, int32_t *n, double x) {
 
 /* ---- drafting ------------------------------------------------------------------------------- */
 
+/* The top probability of the MTP softmax (temperature 1) of a logits row; entries of -inf (outside
+ * a reduced draft vocabulary) have probability 0.  O(V): computed only until a sequence is
+ * confident. */
+static double draft_confidence(const nx_spec *s, const float *logits) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < s->V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    if (!isfinite(mx)) return 0.0;
+    double sum = 0.0;
+    for (int32_t i = 0; i < s->V; i++)
+        if (logits[i] > -INFINITY) sum += exp((double)(logits[i] - mx));
+    return 1.0 / sum;
+}
+
 /* Chooses the next draft token of q from its MTP logits row (pass j).  Returns false with
  * *stop when drafting should end without a token. */
 static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *logits, bool *stop, nx_err *err) {
@@ -706,6 +725,7 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
     int32_t d;
     double top;
     *stop = false;
+    if (j == 0 && !q->confident && s->p.adaptive) q->confident = draft_confidence(s, logits) >= CONF_MIN;
     if (q->oracle) {
         int32_t at = n_past + 1 + j;
         if (at >= q->n_oracle) {
@@ -912,6 +932,7 @@ static bool accept_seq(nx_spec *s, int32_t i, int32_t *out, int32_t *n_out, nx_e
         s->acc_succ = ACC_DECAY * s->acc_succ + k;
         s->acc_trials = ACC_DECAY * s->acc_trials + k + (rejected ? 1 : 0);
         nx_spec_acc_add(&q->acc, q->n_draft, k, ACC_DECAY);
+        if (k > 0) q->confident = true;
         /* an accepted probe is followed by another at once (while the plan stays plain), so
          * that a sequence whose acceptance came back re-learns it in a few steps; a rejected
          * one doubles the interval */
