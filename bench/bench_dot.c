@@ -9,13 +9,16 @@
  * warm-up run) as a markdown table.
  *
  * usage: bench_dot [--mb N | --kb N] [--runs N] [--types q8_0,q4_K,...] [--isa scalar,avx2,avx512]
- *                  [--threads N] [--rows 1,4] [--cols N] [--hugepages] [--no-prepared]
+ *                  [--threads N] [--rows 1,4] [--cols N] [--hugepages] [--no-prepared] [--no-tile]
  * --kb N: a weight matrix of N KiB instead (e.g. 256: stays in L2, so the kernel's compute cost
  * alone is measured); --rows: the activation row counts (1..8); --cols N: weight rows of N
  * elements (a multiple of 256, at most 16384; default 4096; decode's matrices have rows of
  * 1024, 2048 and 3584); --hugepages: the weight buffer 2 MiB-aligned with MADV_HUGEPAGE (TLB
  * A/B: without it the buffer is on whatever pages malloc gives); --no-prepared: the vec-dot
- * kernel on plain activation rows even where a prepared-activation kernel exists (A/B).
+ * kernel on plain activation rows even where a prepared-activation kernel exists (A/B);
+ * --no-tile: in the one-thread kernel column, batches (rows > 1) call the multi-row kernel once
+ * per weight row even where a tile kernel (nx_dot_plan.dot_tile; 16 weight rows per call, as
+ * nx_matmul calls it) exists (A/B; the all-thread nx_matmul column is unchanged).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,7 +131,7 @@ static bool list_has(const char *list, const char *name) {
 int main(int argc, char **argv) {
     size_t mb = 512, kb = 0;
     int runs = 5, threads = 0, nrows_list = 0, rows_list[8];
-    bool no_prep = false, huge = false;
+    bool no_prep = false, huge = false, no_tile = false;
     int64_t cols = 4096; /* elements per weight row */
     const char *types_arg = NULL, *isa_arg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -136,6 +139,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kb") && i + 1 < argc) kb = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--no-prepared")) no_prep = true;
         else if (!strcmp(argv[i], "--hugepages")) huge = true;
+        else if (!strcmp(argv[i], "--no-tile")) no_tile = true;
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) {
             cols = atol(argv[++i]);
             if (cols < 256 || cols > MAX_IN || cols % 256) {
@@ -160,7 +164,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "usage: %s [--mb N | --kb N] [--runs N] [--types a,b] [--isa scalar,avx2,avx512] [--threads N] "
-                    "[--rows 1,4] [--cols N] [--hugepages] [--no-prepared]\n",
+                    "[--rows 1,4] [--cols N] [--hugepages] [--no-prepared] [--no-tile]\n",
                     argv[0]);
             return 2;
         }
@@ -272,6 +276,10 @@ int main(int argc, char **argv) {
                     double c0 = thread_cpu_s();
                     if (T == 1 && plan.dot_w) /* as nx_matmul's decode does: many weight rows per call */
                         plan.dot_w(cols, yb, buf, row_bytes, xq, (int)out);
+                    else if (plan.dot_tile && !no_tile) /* as nx_matmul's batches: 16 weight rows per call */
+                        for (int64_t o = 0; o < out; o += 16)
+                            plan.dot_tile(cols, yb + o, (size_t)out, buf + (size_t)o * row_bytes, row_bytes,
+                                          (int)NX_MIN((int64_t)16, out - o), xq, xrow, T);
                     else
                         for (int64_t o = 0; o < out; o++) dot(cols, yb + 8 * o, buf + (size_t)o * row_bytes, xq, xrow, T);
                     if (r >= 0) tc[r] = thread_cpu_s() - c0;

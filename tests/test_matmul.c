@@ -391,6 +391,88 @@ static void test_multi_weight_row_kernels_equal_one_row(void **state) {
     else print_message("no multi-weight-row kernel at this CPU's ISA level: nothing to check\n");
 }
 
+/* The tile kernels (nx_prepared_dot.dot_tile: several weight rows against several activation
+ * rows, what a verify batch's matmul runs) give every (weight row, activation row) exactly the
+ * bits of the one-row kernel of the same entry, for activation row counts 1..9 (every group size
+ * of 8 and a second group), weight row counts of one, four (the hsum groups), five and sixteen
+ * (nx_matmul's block), row lengths with odd super-block counts (the half-empty last pair of
+ * q4_K / q5_K) and the decode shapes (768, 1024, 1280, 3584), an output stride wider than the
+ * tile (nothing written outside it), and weights with huge and tiny scales so that any change
+ * in the order of the float operations would show. */
+static void test_tile_kernels_equal_one_row(void **state) {
+    (void)state;
+    static const int64_t ns[] = {256, 512, 768, 1024, 1280, 3584};
+    static const int nws[] = {1, 4, 5, 16};
+    enum { NWMAX = 16, RMAX = 9, PAD = 3 };
+    int checked = 0;
+    for (int ty = 0; ty < NX_TYPE_COUNT; ty++) {
+        const nx_type_traits *tt = nx_type_get((uint32_t)ty);
+        if (!tt) continue;
+        for (int isa = 0; isa <= (int)nx_cpu_isa(); isa++) {
+            const nx_prepared_dot *pd = &tt->prepared[isa];
+            if (!pd->dot_tile) continue;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int64_t n = ns[ni];
+                size_t rowb;
+                if (n % tt->block_size || !nx_row_size((uint32_t)ty, n, &rowb, NULL)) continue;
+                const size_t xrow = pd->row_bytes(n) + 64; /* a stride wider than the row */
+                float *wf = malloc(sizeof(float) * n * NWMAX), *x = malloc(sizeof(float) * n * RMAX);
+                char *wq = malloc(rowb * NWMAX), *xp = nx_alloc_aligned(xrow * RMAX, "test", NULL);
+                tu_rng r;
+                tu_rng_seed(&r, (uint64_t)(n * 37 + ty));
+                for (int64_t i = 0; i < n * NWMAX; i++) {
+                    const double v = tu_rng_normal(&r);
+                    const int64_t blk = i / 32;
+                    wf[i] = (float)(blk % 5 == 1 ? v * 3e3 : blk % 7 == 2 ? v * 1e-3 : v);
+                }
+                for (int64_t i = 0; i < n * RMAX; i++) x[i] = (float)tu_rng_normal(&r) * (i % 97 == 0 ? 50.0f : 1.0f);
+                for (int m = 0; m < NWMAX; m++) tt->from_float(wf + m * n, wq + m * rowb, n);
+                for (int t = 0; t < RMAX; t++) pd->prepare(x + t * n, xp + t * xrow, n);
+                float want[RMAX][NWMAX];
+                for (int t = 0; t < RMAX; t++)
+                    for (int m = 0; m < NWMAX; m++) pd->dot(n, &want[t][m], wq + m * rowb, xp + t * xrow, 0, 1);
+                for (size_t wi = 0; wi < sizeof nws / sizeof nws[0]; wi++) {
+                    const int nw = nws[wi];
+                    const size_t os = (size_t)nw + PAD;
+                    for (int nr = 1; nr <= RMAX; nr++) {
+                        float got[RMAX * (NWMAX + PAD)];
+                        memset(got, 0xFF, sizeof got);
+                        pd->dot_tile(n, got, os, wq, rowb, nw, xp, xrow, nr);
+                        for (int t = 0; t < RMAX; t++)
+                            for (int m = 0; m < (int)os; m++) {
+                                const float *g = &got[(size_t)t * os + (size_t)m];
+                                if (t < nr && m < nw) {
+                                    if (memcmp(&want[t][m], g, sizeof *g) != 0) {
+                                        print_error("%s isa=%s n=%lld nw=%d nrows=%d: weight row %d, activation "
+                                                    "row %d gives %.9g, the one-row kernel %.9g\n",
+                                                    tt->name, nx_isa_name((nx_isa)isa), (long long)n, nw, nr, m, t,
+                                                    *g, want[t][m]);
+                                        fail();
+                                    }
+                                } else {
+                                    uint32_t bits;
+                                    memcpy(&bits, g, sizeof bits);
+                                    if (bits != 0xFFFFFFFFu) {
+                                        print_error("%s n=%lld nw=%d nrows=%d: wrote outside the tile at (%d, %d)\n",
+                                                    tt->name, (long long)n, nw, nr, t, m);
+                                        fail();
+                                    }
+                                }
+                            }
+                        checked++;
+                    }
+                }
+                free(wf);
+                free(x);
+                free(wq);
+                nx_free_aligned(xp);
+            }
+        }
+    }
+    if (nx_cpu_isa() >= NX_ISA_AVX512) assert_true(checked > 0); /* q4_K, q5_K, q6_K have one at AVX-512 */
+    else print_message("no tile kernel at this CPU's ISA level: nothing to check\n");
+}
+
 static void test_weight_init_errors(void **state) {
     (void)state;
     nx_weight w;
@@ -420,6 +502,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_f32_groups_equal_vec_dot),
         cmocka_unit_test(test_groups_share_converted_rows),
         cmocka_unit_test(test_multi_weight_row_kernels_equal_one_row),
+        cmocka_unit_test(test_tile_kernels_equal_one_row),
         cmocka_unit_test(test_weight_init_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

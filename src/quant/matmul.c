@@ -10,6 +10,9 @@
  *     rows, each weight row is dotted against the whole tile by the multi-row kernel: a weight
  *     block is decoded once per tile, and the OUT_BLOCK weight rows (a few tens of KB) stay
  *     in L2 while the tiles of a large T go by.
+ *     Plans with a multi-weight-row kernel take the chunk's weight rows in one call when T = 1
+ *     (dot_w), and with a tile kernel the OUT_BLOCK weight rows against a tile in one call
+ *     (dot_tile); both are bit-identical per result to the multi-row kernel.
  * f32 weights at AVX-512 take neither: nx_matmul_f32_avx512 (matmul_f32.h) handles every T, 16
  * weight rows at a time, bit-identical to the f32 vec-dot kernel.
  * From NX_GEMM_MIN_T rows on, types with a GEMM kernel (q8_0, q4_K, q5_K, q6_K with AVX-512)
@@ -93,6 +96,7 @@ struct rows_ctx {
     float *y;
     nx_vec_dot_fn dot;
     nx_vec_dot_w_fn dot_w;
+    nx_vec_dot_tile_fn dot_tile;
 };
 
 static void matmul_rows(void *c, int64_t begin, int64_t end) {
@@ -110,6 +114,12 @@ static void matmul_rows(void *c, int64_t begin, int64_t end) {
         for (int64_t t0 = 0; t0 < rc->T; t0 += NX_MATMUL_ROW_TILE) {
             const int nr = (int)NX_MIN((int64_t)NX_MATMUL_ROW_TILE, rc->T - t0);
             const char *xt = rc->xq + (size_t)t0 * rc->xrow;
+            if (rc->dot_tile) { /* the block's weight rows against the tile in one call */
+                rc->dot_tile(w->in, rc->y + t0 * w->out + o0, (size_t)w->out,
+                             (const char *)w->data + (size_t)o0 * w->row_bytes, w->row_bytes, (int)(o1 - o0), xt,
+                             rc->xrow, nr);
+                continue;
+            }
             for (int64_t o = o0; o < o1; o++) {
                 rc->dot(w->in, tmp, (const char *)w->data + (size_t)o * w->row_bytes, xt, rc->xrow, nr);
                 for (int r = 0; r < nr; r++) rc->y[(t0 + r) * w->out + o] = tmp[r];
@@ -193,7 +203,7 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
         nx_gemm(pool, gemm, w, xq, xrow, T, y, (char *)scratch->buf + xbytes);
         return true;
     }
-    struct rows_ctx rc = {w, xq, xrow, T, y, plan.dot, plan.dot_w};
+    struct rows_ctx rc = {w, xq, xrow, T, y, plan.dot, plan.dot_w, plan.dot_tile};
     nx_parallel_for(pool, w->out, OUT_GRAIN, matmul_rows, &rc);
     return true;
 }

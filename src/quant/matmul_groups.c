@@ -147,6 +147,12 @@ static void dot_units(void *p, int64_t begin, int64_t end) {
         for (int64_t t0 = 0; t0 < g->T; t0 += NX_MATMUL_ROW_TILE) {
             const int nr = (int)NX_MIN((int64_t)NX_MATMUL_ROW_TILE, g->T - t0);
             const char *xt = ps->conv + ps->t.row_off[r0 + t0];
+            if (pl->dot_tile) { /* the unit's weight rows against the tile in one call */
+                pl->dot_tile(w->in, g->y + t0 * w->out + o0, (size_t)w->out,
+                             (const char *)w->data + (size_t)o0 * w->row_bytes, w->row_bytes, (int)(o1 - o0), xt, xrow,
+                             nr);
+                continue;
+            }
             for (int64_t o = o0; o < o1; o++) {
                 pl->dot(w->in, tmp, (const char *)w->data + (size_t)o * w->row_bytes, xt, xrow, nr);
                 for (int r = 0; r < nr; r++) g->y[(t0 + r) * w->out + o] = tmp[r];

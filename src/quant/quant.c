@@ -139,7 +139,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q4_K_avx512},
         .prepared = {
             [NX_ISA_AVX512] = {nx_dot_q4_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes,
-                               nx_dot_w_q4_K_prep_avx512},
+                               nx_dot_w_q4_K_prep_avx512, nx_dot_t_q4_K_prep_avx512},
         },
 #endif
     },
@@ -158,7 +158,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q5_K_avx512},
         .prepared = {
             [NX_ISA_AVX512] = {nx_dot_q5_K_prep_avx512, nx_prepare_q8_K_avx512, nx_prep_q8_K_row_bytes,
-                               nx_dot_w_q5_K_prep_avx512},
+                               nx_dot_w_q5_K_prep_avx512, nx_dot_t_q5_K_prep_avx512},
         },
 #endif
     },
@@ -177,7 +177,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         .gemm = {[NX_ISA_AVX512] = &nx_gemm_q6_K_avx512},
         .prepared = {
             [NX_ISA_AVX512] = {nx_dot_q6_K_prep_avx512, nx_prepare_q8_K_q6_avx512, nx_prep_q8_K_q6_row_bytes,
-                               nx_dot_w_q6_K_prep_avx512},
+                               nx_dot_w_q6_K_prep_avx512, nx_dot_t_q6_K_prep_avx512},
         },
 #endif
     },
@@ -392,6 +392,7 @@ bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx
         if (t->prepared[i].dot) {
             plan->dot = t->prepared[i].dot;
             plan->dot_w = t->prepared[i].dot_w;
+            plan->dot_tile = t->prepared[i].dot_tile;
             plan->act_from_float = t->prepared[i].prepare;
             plan->act_row_bytes = t->prepared[i].row_bytes(n);
             return true;

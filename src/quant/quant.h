@@ -35,6 +35,11 @@ typedef void (*nx_vec_dot_fn)(int64_t n, float *out, const void *w_row,
  * activation row (decode); each out[m] bit-identical to the one-row kernel it goes with
  * (nx_prepared_dot.dot with nrows = 1). */
 typedef void (*nx_vec_dot_w_fn)(int64_t n, float *out, const void *w, size_t w_stride_bytes, const void *x, int nw);
+/* out[r * out_stride + m] = dot(w + m * w_stride_bytes, x + r * x_stride_bytes) for m in [0, nw),
+ * r in [0, nrows): a tile of several weight rows against several activation rows (a verify
+ * batch); each result bit-identical to the one-row kernel it goes with. */
+typedef void (*nx_vec_dot_tile_fn)(int64_t n, float *out, size_t out_stride, const void *w, size_t w_stride_bytes,
+                                   int nw, const void *x, size_t x_stride_bytes, int nrows);
 typedef void (*nx_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*nx_from_float_fn)(const float *src, void *dst, int64_t n);
 /* Quantises ONE row of n elements with per-column importance weights qw[n] (>= 0; an
@@ -53,6 +58,7 @@ typedef struct nx_prepared_dot {
     nx_from_float_fn prepare;
     nx_row_bytes_fn row_bytes;
     nx_vec_dot_w_fn dot_w; /* optional: several weight rows against one activation row */
+    nx_vec_dot_tile_fn dot_tile; /* optional: several weight rows against several activation rows */
 } nx_prepared_dot;
 
 struct nx_gemm_ops; /* gemm.h */
@@ -100,6 +106,7 @@ nx_vec_dot_fn nx_vec_dot_for(uint32_t type, nx_isa isa);
 typedef struct nx_dot_plan {
     nx_vec_dot_fn dot;
     nx_vec_dot_w_fn dot_w; /* NULL, or several weight rows against one activation row (T = 1) */
+    nx_vec_dot_tile_fn dot_tile; /* NULL, or several weight rows against several activation rows */
     nx_from_float_fn act_from_float;
     size_t act_row_bytes;
     bool act_as_is;

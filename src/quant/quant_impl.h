@@ -157,6 +157,13 @@ void nx_dot_q6_K_prep_avx512(int64_t n, float *out, const void *w, const void *x
 void nx_dot_w_q4_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
 void nx_dot_w_q5_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
 void nx_dot_w_q6_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw);
+/* nw consecutive weight rows against nrows activation rows (nx_vec_dot_tile_fn) */
+void nx_dot_t_q4_K_prep_avx512(int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                               size_t xs, int nrows);
+void nx_dot_t_q5_K_prep_avx512(int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                               size_t xs, int nrows);
+void nx_dot_t_q6_K_prep_avx512(int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                               size_t xs, int nrows);
 void nx_prepare_q8_K_avx512(const float *src, void *dst, int64_t n);
 void nx_prepare_q8_K_q6_avx512(const float *src, void *dst, int64_t n);
 size_t nx_prep_q8_K_row_bytes(int64_t n);

@@ -404,31 +404,32 @@ ALWAYS_INLINE void kp_wrows(int kind, int64_t n, float *out, const void *w, size
     else kp_wrows_nb(kind, n / NX_QK_K, out, w, ws, x, nw);
 }
 
-ALWAYS_INLINE void kp_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
-    const int64_t nb = n / NX_QK_K;
-    const kp_regs rg = load_regs(kind);
-    const char *xr[KROWS];
-    __m512 acc[KROWS];
-    for (int r = 0; r < nr; r++) {
-        xr[r] = act_row(x, xs, r);
-        acc[r] = _mm512_setzero_ps();
-    }
+/* acc[r] (r < nr) = the steps of weight row w against the prepared activation rows xr[r], in
+ * step order, per the float definition in the header; each weight step decoded once. */
+ALWAYS_INLINE void kp_acc(int kind, int nr, int64_t nb, const void *w, const char *const *xr, const kp_regs *rg,
+                          __m512 *acc) {
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     if (kind == KP_Q6) {
         for (int64_t ib = 0; ib < nb; ib++) {
-            const kpstep b = decode_six(w, ib, &rg);
+            const kpstep b = decode_six(w, ib, rg);
             kp_step(kind, nr, &b, xr, (size_t)ib * KP6_STEP, acc);
         }
     } else {
         int64_t ib = 0;
         for (; ib + 1 < nb; ib += 2) {
-            const kpstep b = decode_pair(kind, w, ib, true, &rg);
+            const kpstep b = decode_pair(kind, w, ib, true, rg);
             kp_step(kind, nr, &b, xr, (size_t)(ib / 2) * KP4_STEP, acc);
         }
         if (ib < nb) {
-            const kpstep b = decode_pair(kind, w, ib, false, &rg);
+            const kpstep b = decode_pair(kind, w, ib, false, rg);
             kp_step(kind, nr, &b, xr, (size_t)(ib / 2) * KP4_STEP, acc);
         }
     }
+}
+
+/* out[r * os] = the horizontal sum of acc[r] (r < nr): hsum256 of the lower + upper 8 lanes,
+ * for several rows by hsum4 (the same additions). */
+ALWAYS_INLINE void kp_store(int nr, __m512 *acc, float *out, size_t os) {
     if (nr == 1) {
         out[0] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1)));
         return;
@@ -437,8 +438,17 @@ ALWAYS_INLINE void kp_rows(int kind, int nr, int64_t n, float *out, const void *
     for (int r = 0; r < nr; r += 4) {
         float o4[4];
         hsum4(acc + r, o4);
-        for (int i = 0; i < 4 && r + i < nr; i++) out[r + i] = o4[i];
+        for (int i = 0; i < 4 && r + i < nr; i++) out[(size_t)(r + i) * os] = o4[i];
     }
+}
+
+ALWAYS_INLINE void kp_rows(int kind, int nr, int64_t n, float *out, const void *w, const void *x, size_t xs) {
+    const kp_regs rg = load_regs(kind);
+    const char *xr[KROWS];
+    __m512 acc[KROWS];
+    for (int r = 0; r < nr; r++) xr[r] = act_row(x, xs, r);
+    kp_acc(kind, nr, n / NX_QK_K, w, xr, &rg, acc);
+    kp_store(nr, acc, out, 1);
 }
 
 #define KP_CASE(kind, k) \
@@ -461,6 +471,91 @@ ALWAYS_INLINE void kp_dot(int kind, int64_t n, float *out, const void *w, const 
     }
 }
 
+/* res[L] = hsum256(lower 8 + upper 8 lanes of s[L]) for L < 16, bit for bit: the additions of
+ * hsum256 with the same operands, paired the same way, done for sixteen sums at once (a
+ * transposed reduction; a float addition is commutative, so only the pairing matters).  With
+ * v = lower + upper (v_i = a_i + a_{i+8}), hsum256 is ((v0 + v4) + (v2 + v6)) + ((v1 + v5) +
+ * (v3 + v7)).  Stage 1 makes v of two sums per register, stage 2 s_i = v_i + v_{i+4} of four
+ * (128-bit chunk k = sum k), stage 3 t0 = s0 + s2, t1 = s1 + s3 of eight, stage 4 t0 + t1 of all
+ * sixteen, lane 4k + j holding the sum fed in as a[4j + k]: so a[i] = s[4 (i % 4) + i / 4]. */
+ALWAYS_INLINE __m512 hsum16(const __m512 *s) {
+    __m512 a[16], x[8], y[4], z[2];
+    for (int i = 0; i < 16; i++) a[i] = s[4 * (i % 4) + i / 4];
+    for (int p = 0; p < 8; p++)
+        x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int q = 0; q < 4; q++)
+        y[q] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * q], x[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(x[2 * q], x[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int u = 0; u < 2; u++)
+        z[u] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * u], y[2 * u + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(y[2 * u], y[2 * u + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* A tile: nw weight rows (in address order) against nr activation rows, in one call.  Every
+ * (weight row, activation row) accumulator is made by kp_acc exactly as kp_rows makes it and
+ * reduced by hsum16 (= hsum256 of lower + upper, as kp_store), so each result is bit-identical
+ * to the one-row kernel.  What the call saves: the tables are loaded once per call, and the
+ * horizontal sums are taken for G = 16 / nr weight rows at a time (sixteen sums in 15 additions
+ * and 30 shuffles) off the accumulators' dependency chains, instead of a serial hsum per weight
+ * row at the end of its chain. */
+ALWAYS_INLINE void kp_tile_nb(int kind, int nr, int64_t nb, float *out, size_t os, const void *w, size_t ws, int nw,
+                              const void *x, size_t xs) {
+    const kp_regs rg = load_regs(kind);
+    const char *xr[KROWS];
+    for (int r = 0; r < nr; r++) xr[r] = act_row(x, xs, r);
+    const int G = 16 / nr; /* weight rows per reduction; slot r * G + i = activation row r, weight row m0 + i */
+    __m512 slot[16];
+    for (int i = nr * G; i < 16; i++) slot[i] = _mm512_setzero_ps();
+    for (int m0 = 0; m0 < nw; m0 += G) {
+        const int g = NX_MIN(G, nw - m0);
+        for (int i = 0; i < g; i++) {
+            __m512 acc[KROWS];
+            kp_acc(kind, nr, nb, (const char *)w + (size_t)(m0 + i) * ws, xr, &rg, acc);
+            for (int r = 0; r < nr; r++) slot[r * G + i] = acc[r];
+        }
+        for (int i = g; i < G; i++)
+            for (int r = 0; r < nr; r++) slot[r * G + i] = _mm512_setzero_ps();
+        float res[16];
+        _mm512_storeu_ps(res, hsum16(slot));
+        if (g == G)
+            for (int r = 0; r < nr; r++) memcpy(out + (size_t)r * os + m0, res + r * G, sizeof(float) * G);
+        else
+            for (int r = 0; r < nr; r++)
+                for (int i = 0; i < g; i++) out[(size_t)r * os + m0 + i] = res[r * G + i];
+    }
+}
+
+/* rows of 1024 elements with a constant step count (the compiler unrolls the row) */
+ALWAYS_INLINE void kp_tile_n(int kind, int nr, int64_t n, float *out, size_t os, const void *w, size_t ws, int nw,
+                             const void *x, size_t xs) {
+    if (n == 4 * NX_QK_K) kp_tile_nb(kind, nr, 4, out, os, w, ws, nw, x, xs);
+    else kp_tile_nb(kind, nr, n / NX_QK_K, out, os, w, ws, nw, x, xs);
+}
+
+#define KT_CASE(kind, k) \
+    case k: kp_tile_n(kind, k, n, out + (size_t)r0 * os, os, w, ws, nw, xg, xs); break;
+
+ALWAYS_INLINE void kp_tile(int kind, int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                           size_t xs, int nrows) {
+    for (int r0 = 0; r0 < nrows; r0 += KROWS) {
+        const int nr = NX_MIN(KROWS, nrows - r0);
+        const void *xg = act_row(x, xs, r0);
+        switch (nr) {
+            KT_CASE(kind, 8)
+            KT_CASE(kind, 7)
+            KT_CASE(kind, 6)
+            KT_CASE(kind, 5)
+            KT_CASE(kind, 4)
+            KT_CASE(kind, 3)
+            KT_CASE(kind, 2)
+        default: kp_tile_n(kind, 1, n, out + (size_t)r0 * os, os, w, ws, nw, xg, xs); break;
+        }
+    }
+}
+
 void nx_dot_q4_K_prep_avx512(int64_t n, float *out, const void *w, const void *x, size_t xs, int nrows) {
     kp_dot(KP_Q4, n, out, w, x, xs, nrows);
 }
@@ -479,4 +574,17 @@ void nx_dot_w_q5_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, 
 }
 void nx_dot_w_q6_K_prep_avx512(int64_t n, float *out, const void *w, size_t ws, const void *x, int nw) {
     kp_wrows(KP_Q6, n, out, w, ws, x, nw);
+}
+
+void nx_dot_t_q4_K_prep_avx512(int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                               size_t xs, int nrows) {
+    kp_tile(KP_Q4, n, out, os, w, ws, nw, x, xs, nrows);
+}
+void nx_dot_t_q5_K_prep_avx512(int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                               size_t xs, int nrows) {
+    kp_tile(KP_Q5, n, out, os, w, ws, nw, x, xs, nrows);
+}
+void nx_dot_t_q6_K_prep_avx512(int64_t n, float *out, size_t os, const void *w, size_t ws, int nw, const void *x,
+                               size_t xs, int nrows) {
+    kp_tile(KP_Q6, n, out, os, w, ws, nw, x, xs, nrows);
 }
