@@ -309,24 +309,6 @@ void nx_kprep_decode(uint32_t type, const void *w, int64_t n, int64_t step, uint
 
 /* ---- the kernel --------------------------------------------------------------------------- */
 
-/* out[i] = hsum256(lower 8 + upper 8 lanes of a[i]) for i < 4, bit for bit: the same additions
- * with the same operands in the same order, done for four rows at once (lanes of a row's partial
- * sums side by side).  hsum256(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)). */
-ALWAYS_INLINE void hsum4(const __m512 *a, float out[4]) {
-    /* v = lower 8 + upper 8: [vA | vB], [vC | vD] */
-    const __m512 vab = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 vcd = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* s_i = v_i + v_{i+4}: 128-bit chunk r = row r */
-    const __m512 sv = _mm512_add_ps(_mm512_shuffle_f32x4(vab, vcd, _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_f32x4(vab, vcd, _MM_SHUFFLE(3, 1, 3, 1)));
-    /* lane 0 / 1 of a chunk: s0 + s2, s1 + s3; then lane 0: (s0 + s2) + (s1 + s3) */
-    const __m512 t = _mm512_add_ps(sv, _mm512_shuffle_ps(sv, sv, _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 u = _mm512_add_ps(t, _mm512_movehdup_ps(t));
-    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), u)));
-}
-
 /* One step for nr rows: acc[r] per the float definition in the header. */
 ALWAYS_INLINE void kp_step(int kind, int nr, const kpstep *b, const char *const *xr, size_t off, __m512 *acc) {
     for (int r = 0; r < nr; r++) {
@@ -375,7 +357,7 @@ ALWAYS_INLINE __m512 kp_one(int kind, int64_t nb, const void *w, const char *xr,
 
 /* Several weight rows against one activation row (decode): rows in address order (the weight
  * stream and its prefetch are those of one-row calls), each row's accumulator exactly as
- * kp_rows(nr = 1) makes it, and the horizontal sums four rows at a time (hsum4 = hsum256 of
+ * kp_rows(nr = 1) makes it, and the horizontal sums four rows at a time (hsum256_x4 = hsum256 of
  * the lower + upper halves, bit for bit).  What it saves per row: the call, the table loads and
  * the serial horizontal sum at the end of every row, which the out-of-order window could not
  * hide on short rows (4 super-blocks). */
@@ -385,14 +367,14 @@ ALWAYS_INLINE void kp_wrows_nb(int kind, int64_t nb, float *out, const void *w, 
     for (; m + 4 <= nw; m += 4) {
         __m512 acc[4];
         for (int i = 0; i < 4; i++) acc[i] = kp_one(kind, nb, (const char *)w + (size_t)(m + i) * ws, x, &rg);
-        hsum4(acc, out + m);
+        hsum256_x4(acc, out + m);
     }
     if (m < nw) {
         __m512 acc[4];
         for (int i = 0; i < 4; i++)
             acc[i] = m + i < nw ? kp_one(kind, nb, (const char *)w + (size_t)(m + i) * ws, x, &rg) : _mm512_setzero_ps();
         float o4[4];
-        hsum4(acc, o4);
+        hsum256_x4(acc, o4);
         for (int i = 0; m + i < nw; i++) out[m + i] = o4[i];
     }
 }
@@ -428,7 +410,7 @@ ALWAYS_INLINE void kp_acc(int kind, int nr, int64_t nb, const void *w, const cha
 }
 
 /* out[r * os] = the horizontal sum of acc[r] (r < nr): hsum256 of the lower + upper 8 lanes,
- * for several rows by hsum4 (the same additions). */
+ * for several rows by hsum256_x4 (the same additions). */
 ALWAYS_INLINE void kp_store(int nr, __m512 *acc, float *out, size_t os) {
     if (nr == 1) {
         out[0] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1)));
@@ -437,7 +419,7 @@ ALWAYS_INLINE void kp_store(int nr, __m512 *acc, float *out, size_t os) {
     for (int r = nr; r < KROWS; r++) acc[r] = _mm512_setzero_ps();
     for (int r = 0; r < nr; r += 4) {
         float o4[4];
-        hsum4(acc + r, o4);
+        hsum256_x4(acc + r, o4);
         for (int i = 0; i < 4 && r + i < nr; i++) out[(size_t)(r + i) * os] = o4[i];
     }
 }
