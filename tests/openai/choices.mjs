@@ -193,9 +193,10 @@ await check("admission as a group: n=3 waits for three free slots, a later singl
   const cc = client.completions.create({ model, prompt: "Let there be light", max_tokens: 200, temperature: 0, ignore_eos: true })
     .then((r) => { order.push("C"); return r; });
   for (let x = await it.next(); !x.done; x = await it.next());
-  order.push("A");
   const [rb] = await Promise.all([b, cc]);
-  assert.deepEqual(order, ["A", "B", "C"]);
+  // only B and C are ordered: B starts when A ends, and on a loaded machine B's short answer can
+  // reach us before this loop has read A's last chunks
+  assert.deepEqual(order, ["B", "C"]);
   assert.ok(rb.timings.queue_ms > 0, "B waited in the queue");
   assert.equal(rb.choices.length, 3);
 });
