@@ -250,9 +250,10 @@ DEFINE_DOT(nx_dot_q5_1_avx512, legacy_rows, 4)
  * 8 lanes).  A zero-padded block adds fma(0, 0, acc) = acc (acc is never -0).  The same
  * instructions run for every row of a group, so row t of a batch equals the row alone.
  *
- * Scales: the 16 weight scales of 16 blocks are gathered (one vpgatherdd at the 34-byte block
- * stride, fp16 in the low half of each dword) and converted at once; each octet's lane-wise dw
- * is one vpermps of them, shared by all rows; dy is already expanded in the activation row.
+ * Scales: the 16 weight scales of 16 blocks are picked out of the lines their codes come from
+ * (q8_0_scales16: word permutes; a masked gather for a partial group) and converted at once;
+ * each octet's lane-wise dw is one vpermps of them, shared by all rows; dy is already expanded
+ * in the activation row.
  *
  * Memory: the weight stream is the only traffic that misses the caches; a software prefetch
  * PREP_PF bytes ahead (about one 4096-element row) keeps enough lines in flight for a single
