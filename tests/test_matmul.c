@@ -332,6 +332,25 @@ static void test_groups_share_converted_rows(void **state) {
     free(xg);
 }
 
+/* Operands of the kernel-equality tests: nw weight rows of n elements with huge and tiny block
+ * scales (so that a change in the order of float operations shows), quantised into wq (rowb bytes
+ * a row), then nx activation rows x with a few large entries; one seeded stream, weights first. */
+static void fill_kernel_operands(const nx_type_traits *tt, int64_t n, int nw, int nx, uint64_t seed, char *wq,
+                                 size_t rowb, float *x) {
+    float *wf = malloc(sizeof(float) * n * nw);
+    assert_non_null(wf);
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n * nw; i++) {
+        const double v = tu_rng_normal(&r);
+        const int64_t blk = i / 32;
+        wf[i] = (float)(blk % 5 == 1 ? v * 3e3 : blk % 7 == 2 ? v * 1e-3 : v);
+    }
+    for (int64_t i = 0; i < n * nx; i++) x[i] = (float)tu_rng_normal(&r) * (i % 97 == 0 ? 50.0f : 1.0f);
+    for (int m = 0; m < nw; m++) tt->from_float(wf + m * n, wq + m * rowb, n);
+    free(wf);
+}
+
 /* The multi-weight-row kernels (nx_prepared_dot.dot_w: several weight rows against one
  * activation row, what a decoded token's matmul runs) give every weight row exactly the bits of
  * the one-row kernel of the same entry, for every row count (the tiles of 4 and the tails),
@@ -353,17 +372,9 @@ static void test_multi_weight_row_kernels_equal_one_row(void **state) {
                 const int64_t n = ns[ni];
                 size_t rowb;
                 if (n % tt->block_size || !nx_row_size((uint32_t)ty, n, &rowb, NULL)) continue;
-                float *wf = malloc(sizeof(float) * n * NWMAX), *x = malloc(sizeof(float) * n);
+                float *x = malloc(sizeof(float) * n);
                 char *wq = malloc(rowb * NWMAX), *xp = nx_alloc_aligned(pd->row_bytes(n) + 64, "test", NULL);
-                tu_rng r;
-                tu_rng_seed(&r, (uint64_t)(n * 31 + ty));
-                for (int64_t i = 0; i < n * NWMAX; i++) {
-                    const double v = tu_rng_normal(&r);
-                    const int64_t blk = i / 32;
-                    wf[i] = (float)(blk % 5 == 1 ? v * 3e3 : blk % 7 == 2 ? v * 1e-3 : v);
-                }
-                for (int64_t i = 0; i < n; i++) x[i] = (float)tu_rng_normal(&r) * (i % 97 == 0 ? 50.0f : 1.0f);
-                for (int m = 0; m < NWMAX; m++) tt->from_float(wf + m * n, wq + m * rowb, n);
+                fill_kernel_operands(tt, n, NWMAX, 1, (uint64_t)(n * 31 + ty), wq, rowb, x);
                 pd->prepare(x, xp, n);
                 for (int nw = 1; nw <= NWMAX; nw++) {
                     float got[NWMAX], want;
@@ -380,14 +391,13 @@ static void test_multi_weight_row_kernels_equal_one_row(void **state) {
                     }
                     checked++;
                 }
-                free(wf);
                 free(x);
                 free(wq);
                 nx_free_aligned(xp);
             }
         }
     }
-    if (nx_cpu_isa() >= NX_ISA_AVX512) assert_true(checked > 0); /* q4_K, q5_K, q6_K have one at AVX-512 */
+    if (nx_cpu_isa() >= NX_ISA_AVX512) assert_true(checked > 0); /* q8_0, q4_K, q5_K, q6_K have one at AVX-512 */
     else print_message("no multi-weight-row kernel at this CPU's ISA level: nothing to check\n");
 }
 
@@ -416,17 +426,9 @@ static void test_tile_kernels_equal_one_row(void **state) {
                 size_t rowb;
                 if (n % tt->block_size || !nx_row_size((uint32_t)ty, n, &rowb, NULL)) continue;
                 const size_t xrow = pd->row_bytes(n) + 64; /* a stride wider than the row */
-                float *wf = malloc(sizeof(float) * n * NWMAX), *x = malloc(sizeof(float) * n * RMAX);
+                float *x = malloc(sizeof(float) * n * RMAX);
                 char *wq = malloc(rowb * NWMAX), *xp = nx_alloc_aligned(xrow * RMAX, "test", NULL);
-                tu_rng r;
-                tu_rng_seed(&r, (uint64_t)(n * 37 + ty));
-                for (int64_t i = 0; i < n * NWMAX; i++) {
-                    const double v = tu_rng_normal(&r);
-                    const int64_t blk = i / 32;
-                    wf[i] = (float)(blk % 5 == 1 ? v * 3e3 : blk % 7 == 2 ? v * 1e-3 : v);
-                }
-                for (int64_t i = 0; i < n * RMAX; i++) x[i] = (float)tu_rng_normal(&r) * (i % 97 == 0 ? 50.0f : 1.0f);
-                for (int m = 0; m < NWMAX; m++) tt->from_float(wf + m * n, wq + m * rowb, n);
+                fill_kernel_operands(tt, n, NWMAX, RMAX, (uint64_t)(n * 37 + ty), wq, rowb, x);
                 for (int t = 0; t < RMAX; t++) pd->prepare(x + t * n, xp + t * xrow, n);
                 float want[RMAX][NWMAX];
                 for (int t = 0; t < RMAX; t++)
@@ -462,7 +464,6 @@ static void test_tile_kernels_equal_one_row(void **state) {
                         checked++;
                     }
                 }
-                free(wf);
                 free(x);
                 free(wq);
                 nx_free_aligned(xp);
