@@ -1,5 +1,6 @@
 /* test_threads.c - the worker pool: every thread runs each task once, parallel_for covers every
- * index exactly once with chunks >= grain, runs reuse the same threads, NEXTN_THREADS works. */
+ * index exactly once with chunks >= grain, each thread runs its own chunks in order and then the
+ * others' from the back, runs reuse the same threads, NEXTN_THREADS works. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -115,6 +116,62 @@ static void test_parallel_for_chunks_are_deterministic(void **state) {
     nx_pool_free(p);
 }
 
+/* Each thread runs its own contiguous run of chunks front to back; a thread that is done takes
+ * the others' remaining chunks from the back.  Made deterministic: the owner (thread 0) blocks
+ * in its first chunk until the worker has taken one of the owner's chunks, so the worker must
+ * run its own run (chunks 16..31 of 32, ascending) and then the owner's from its back end
+ * (chunk 15, 14, ...), while the owner runs 0, 1, 2, ... until the two meet. */
+struct steal_ctx {
+    pthread_t owner;
+    int64_t n_per_chunk;
+    atomic_bool stolen, timed_out;
+    atomic_int n_owner, n_worker, bad_size;
+    int64_t owner_seq[64], worker_seq[64];
+};
+
+static void steal_fn(void *c, int64_t begin, int64_t end) {
+    struct steal_ctx *sc = c;
+    const int64_t k = begin / sc->n_per_chunk;
+    if (end - begin != sc->n_per_chunk) atomic_fetch_add(&sc->bad_size, 1); /* no assert off the main thread */
+    if (pthread_equal(pthread_self(), sc->owner)) {
+        int i = atomic_fetch_add(&sc->n_owner, 1);
+        if (i < 64) sc->owner_seq[i] = k;
+        if (i == 0) { /* hold the owner until the worker has stolen (at most 20 s) */
+            double t0 = nx_time_s();
+            while (!atomic_load(&sc->stolen))
+                if (nx_time_s() - t0 > 20) {
+                    atomic_store(&sc->timed_out, true);
+                    break;
+                }
+        }
+    } else {
+        int i = atomic_fetch_add(&sc->n_worker, 1);
+        if (i < 64) sc->worker_seq[i] = k;
+        if (k < 16) atomic_store(&sc->stolen, true);
+    }
+}
+
+static void test_parallel_for_own_runs_then_steals_from_the_back(void **state) {
+    (void)state;
+    nx_pool *p = nx_pool_create(2, NULL);
+    assert_non_null(p);
+    for (int rep = 0; rep < 20; rep++) {
+        struct steal_ctx sc = {.owner = pthread_self(), .n_per_chunk = 10};
+        nx_parallel_for(p, 320, 10, steal_fn, &sc); /* 2 threads x 16 chunks of 10 */
+        assert_false(atomic_load(&sc.timed_out));
+        assert_int_equal(atomic_load(&sc.bad_size), 0);
+        const int no = atomic_load(&sc.n_owner), nw = atomic_load(&sc.n_worker);
+        assert_int_equal(no + nw, 32);
+        /* the owner: chunk 0, 1, 2, ... of its own run, in order */
+        for (int i = 0; i < no; i++) assert_int_equal(sc.owner_seq[i], i);
+        /* the worker: its own run 16..31 in order, then the owner's from chunk 15 down */
+        assert_true(nw > 16);
+        for (int i = 0; i < 16; i++) assert_int_equal(sc.worker_seq[i], 16 + i);
+        for (int i = 16; i < nw; i++) assert_int_equal(sc.worker_seq[i], 15 - (i - 16));
+    }
+    nx_pool_free(p);
+}
+
 /* Each run records which thread ran each index; reuse means the same threads every time. */
 typedef struct reuse_ctx {
     atomic_llong sum;
@@ -181,6 +238,7 @@ int main(void) {
         cmocka_unit_test(test_run_calls_every_thread_once),
         cmocka_unit_test(test_parallel_for_covers_each_index_once),
         cmocka_unit_test(test_parallel_for_chunks_are_deterministic),
+        cmocka_unit_test(test_parallel_for_own_runs_then_steals_from_the_back),
         cmocka_unit_test(test_pool_reuse),
         cmocka_unit_test(test_default_threads_env),
     };
