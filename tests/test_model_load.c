@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "forward/forward.h"
 #include "gguf/gguf.h"
@@ -356,6 +359,92 @@ static void test_mtp_block_is_optional_unless_wanted(void **state) {
     remove(p);
 }
 
+/* ---- 2 MiB pages for the weights (model_load.c nx_map_prefer_huge) ---- */
+
+#define HUGE_FILE ((size_t)16 << 20)
+
+/* A file of HUGE_FILE bytes written in 1 MiB pieces (on ext4 that leaves its page cache in small
+ * folios), each byte a function of its offset. */
+static void write_pattern(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    unsigned char *buf = malloc((size_t)1 << 20);
+    for (size_t off = 0; off < HUGE_FILE; off += (size_t)1 << 20) {
+        for (size_t i = 0; i < ((size_t)1 << 20); i++) buf[i] = (unsigned char)((off + i) * 2654435761u >> 13);
+        assert_int_equal(write(fd, buf, (size_t)1 << 20), 1 << 20);
+    }
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
+    free(buf);
+}
+
+static bool same_pattern(const unsigned char *p) {
+    for (size_t i = 0; i < HUGE_FILE; i++)
+        if (p[i] != (unsigned char)(i * 2654435761u >> 13)) return false;
+    return true;
+}
+
+static unsigned char *map_populated(const char *path) {
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    void *p = mmap(NULL, HUGE_FILE, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    assert_true(p != MAP_FAILED);
+    madvise(p, HUGE_FILE, MADV_HUGEPAGE);
+    madvise(p, HUGE_FILE, MADV_POPULATE_READ);
+    return p;
+}
+
+/* Whether this kernel maps a file read in through a mapping with 2 MiB entries: the same
+ * pattern in a second file, its cached pages dropped before the first mapping. */
+static bool kernel_maps_files_huge(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("huge-probe.bin"));
+    write_pattern(path);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    unsigned char *p = map_populated(path);
+    const int64_t huge = nx_map_huge_bytes(p);
+    munmap(p, HUGE_FILE);
+    remove(path);
+    return huge > 0;
+}
+
+/* A file whose cache is in small folios is read again into 2 MiB-mapped pages wherever the kernel
+ * can map files so; the contents never change, and a file below min_bytes is left alone. */
+static void test_prefault_rereads_into_huge_pages(void **state) {
+    (void)state;
+    const bool can = kernel_maps_files_huge();
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("huge.bin"));
+    write_pattern(path);
+    unsigned char *p = map_populated(path);
+    const int64_t before = nx_map_huge_bytes(p);
+    assert_false(nx_map_prefer_huge(p, HUGE_FILE, 4096, path, HUGE_FILE + 1)); /* too small: untouched */
+    assert_int_equal(nx_map_huge_bytes(p), before);
+    const bool reread = nx_map_prefer_huge(p, HUGE_FILE, 4096, path, HUGE_FILE);
+    const int64_t after = nx_map_huge_bytes(p);
+    assert_true(same_pattern(p));
+    if (before >= 0 && (size_t)before >= HUGE_FILE / 2) {
+        print_message("the written file came back 2 MiB-mapped already (%lld bytes): nothing to re-read\n",
+                      (long long)before);
+        assert_false(reread);
+    } else if (can) {
+        assert_true(reread);
+        assert_true(after >= (int64_t)(HUGE_FILE / 2));
+    } else {
+        print_message("this kernel maps files with 4 KiB entries only: only the contents were checked\n");
+        assert_false(reread);
+    }
+    /* a second call finds the pages mapped as they now are and does nothing more */
+    if (reread) assert_false(nx_map_prefer_huge(p, HUGE_FILE, 4096, path, HUGE_FILE));
+    assert_true(same_pattern(p));
+    munmap(p, HUGE_FILE);
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_round_trip_equals_memory_model),
@@ -368,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_missing_key_and_bad_hparams),
         cmocka_unit_test(test_mtp_block_is_optional_unless_wanted),
+        cmocka_unit_test(test_prefault_rereads_into_huge_pages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -205,6 +205,15 @@ bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err)
  * into the page tables (MADV_POPULATE_READ) when the file fits in memory - best effort. */
 bool nx_model_open(nx_model **out, const char *path, bool want_mtp, nx_err *err);
 void nx_model_prefault(const nx_model *m);
+/* The prefault's 2 MiB-page step (model_load.c), exposed for tests.  For a read-only file
+ * mapping of `path` at `base` (never anonymous memory: dropping its entries would zero it), size
+ * bytes with the tensor data from data_offset, of at least min_bytes: when less than half of the
+ * data is mapped with 2 MiB entries, drops the file's cached pages and reads them again through
+ * the mapping, if a 4 MiB probe window shows that this brings 2 MiB entries.  Returns whether it
+ * re-read the data.  nx_map_huge_bytes: bytes of the mapping containing addr that are mapped
+ * with 2 MiB entries (FilePmdMapped in /proc/self/smaps), -1 if unknown. */
+bool nx_map_prefer_huge(const void *base, uint64_t size, uint64_t data_offset, const char *path, uint64_t min_bytes);
+int64_t nx_map_huge_bytes(const void *addr);
 void nx_model_free(nx_model *m);     /* frees a loaded model (and the struct itself) */
 void nx_model_release(nx_model *m);  /* frees what nx_model_bind allocated, not the struct */
 

@@ -1,5 +1,6 @@
 /* model_load.c - qwen35 / qwen35moe hyper-parameters from GGUF keys (as llama.cpp's loader reads them) and loading a model
  * from a GGUF file: the tensors are bound in place inside the mapping (model.c). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,19 +133,89 @@ bool nx_gguf_tensor_lookup(void *gguf, const char *name, nx_tensor_info *out) {
     return true;
 }
 
+static void populate(uintptr_t a, size_t n) {
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)a, n, MADV_POPULATE_READ) == 0) return;
+#endif
+    madvise((void *)a, n, MADV_WILLNEED);
+}
+
+/* ---- 2 MiB pages for the weights ----------------------------------------------------------
+ * The kernel maps a cached file with 2 MiB entries only where its page cache holds 2 MiB folios
+ * and the address is congruent to the file offset modulo 2 MiB.  A file the kernel reads in for
+ * a mapping comes in as such folios on current kernels (MADV_HUGEPAGE asks for it where mapped
+ * readahead needs the hint); a file read in by read(2) (`cat FILE`) mostly does not, and stays
+ * so while it is cached.  Reading weights through 4 KiB entries made decode 1.5-18x slower on
+ * the VM of docs/BENCHMARKS.md ("the page cache's page size"), in llama.cpp as well.  So after
+ * the prefault, when less than half of a large file's data is mapped with 2 MiB entries, the
+ * cached pages are dropped and read again through the mapping: first a 4 MiB probe window, then
+ * the rest only if the probe came back 2 MiB-mapped (a kernel or file system without large
+ * folios would re-read for nothing).  Pages that other processes map are not dropped; the
+ * contents never change (a read-only mapping of the same file). */
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+#define HUGE_PROBE ((uintptr_t)4 << 20)
+/* Files below this size are not worth a re-read. */
+#define HUGE_REREAD_MIN ((uint64_t)64 << 20)
+
+int64_t nx_map_huge_bytes(const void *addr) {
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f) return -1;
+    char line[4096];
+    bool in = false;
+    int64_t bytes = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b, kb;
+        char c;
+        if (sscanf(line, "%lx-%lx %c", &a, &b, &c) == 3) {
+            in = (uintptr_t)addr >= a && (uintptr_t)addr < b;
+        } else if (in && sscanf(line, "FilePmdMapped: %lu kB", &kb) == 1) {
+            bytes = (int64_t)kb * 1024;
+            break;
+        }
+    }
+    fclose(f);
+    return bytes;
+}
+
+/* Drops the cached pages of [a, a + n) (the mapping's own entries first: a mapped page is not
+ * dropped) and reads them again through the mapping. */
+static void reread(const void *base, const char *path, uintptr_t a, size_t n) {
+    madvise((void *)a, n, MADV_DONTNEED);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        posix_fadvise(fd, (off_t)(a - (uintptr_t)base), (off_t)n, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+    populate(a, n);
+}
+
+bool nx_map_prefer_huge(const void *base, uint64_t size, uint64_t data_offset, const char *path, uint64_t min_bytes) {
+    const uintptr_t b = (uintptr_t)base, lo = (b + data_offset + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    const uintptr_t hi = (b + size) & ~(HUGE_PAGE - 1);
+    if (size < min_bytes || (b & (HUGE_PAGE - 1)) != 0 || hi < lo + HUGE_PROBE) return false;
+    const int64_t before = nx_map_huge_bytes(base);
+    if (before < 0 || (uint64_t)before >= (hi - lo) / 2) return false;
+    reread(base, path, lo, HUGE_PROBE);
+    if (nx_map_huge_bytes(base) <= before) return false;
+    reread(base, path, lo + HUGE_PROBE, hi - lo - HUGE_PROBE);
+    return true;
+}
+
 /* Maps the tensor data into the page tables before the first forward pass, as llama.cpp's
  * loader does (MAP_POPULATE): otherwise every first touch of a weight page faults, and a mixture
- * of experts keeps touching experts for the first time over many tokens.  Only when the file fits
- * comfortably in memory; best effort (no error: the pages still fault in on demand). */
+ * of experts keeps touching experts for the first time over many tokens; in 2 MiB pages where
+ * the kernel can (above).  Only when the file fits comfortably in memory; best effort (no error:
+ * the pages still fault in on demand). */
 static void prefault(const nx_gguf *g) {
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || psz <= 0 || g->size > (uint64_t)pages * (uint64_t)psz / 2) return;
-    const uintptr_t a = (uintptr_t)g->base + g->data_offset, lo = a & ~(uintptr_t)(psz - 1);
-    const size_t len = (size_t)((uintptr_t)g->base + g->size - lo);
-#ifdef MADV_POPULATE_READ
-    if (madvise((void *)lo, len, MADV_POPULATE_READ) == 0) return;
+#ifdef MADV_HUGEPAGE
+    if (g->owns_mapping) madvise((void *)g->base, (size_t)g->size, MADV_HUGEPAGE); /* the whole mapping: one VMA */
 #endif
-    madvise((void *)lo, len, MADV_WILLNEED);
+    const uintptr_t a = (uintptr_t)g->base + g->data_offset, lo = a & ~(uintptr_t)(psz - 1);
+    populate(lo, (size_t)((uintptr_t)g->base + g->size - lo));
+    /* only on our own file mapping: dropping the entries of a caller's buffer would zero it */
+    if (g->owns_mapping) nx_map_prefer_huge(g->base, g->size, g->data_offset, g->path, HUGE_REREAD_MIN);
 }
 
 void nx_model_prefault(const nx_model *m) { prefault(m->gguf); }
