@@ -16,7 +16,9 @@
 #define PROBE_MAX 128         /* ... and at most, after rejected probes (doubling) */
 #define PROBE_BUDGET 0.01     /* probes take at most this share of the plain decoding time ... */
 #define PROBE_GAP_MAX 1024    /* ... unless that would space them more than this many steps */
+#define PROBE_BUDGET_RANDOM 0.0025 /* ... and this share for a head that looks clearly random */
 #define CONF_MIN 0.05         /* see seq_state.confident */
+#define CONF_RANDOM 0.0125    /* see seq_state.top_max */
 
 typedef struct seq_state {
     bool active;
@@ -60,6 +62,13 @@ typedef struct seq_state {
     bool confident;           /* a first draft was accepted, or its MTP softmax had a top
                                * probability >= CONF_MIN: the head is not random, so probes after
                                * rejected drafts are not stretched to the probe budget */
+    double top_max;           /* largest MTP softmax top probability of its first-position drafts while
+                               * not confident.  Below CONF_RANDOM with a first draft verified and none
+                               * accepted, the head looks clearly random (a random head's top is ~4-16
+                               * over the number of draft candidates: 0.001-0.004 of 4096; the trained
+                               * demo head's weakest first drafts 0.025-0.05): the sequence stops
+                               * drafting after its first rejected draft and probes within
+                               * PROBE_BUDGET_RANDOM of the plain time */
 } seq_state;
 
 struct nx_spec {
@@ -321,6 +330,7 @@ static void reset_seq(nx_spec *s, seq_state *q, bool keep_cache) {
     q->probe = PROBE_FIRST;
     q->probing = false;
     q->confident = false;
+    q->top_max = 0.0;
     nx_sampler_reset(q->smp);
     if (keep_cache) return;
     q->resume = 0;
@@ -670,16 +680,20 @@ static void plan_step(nx_spec *s) {
          * cost estimates say.  Timing-free: the verify estimates of different row counts are
          * sampled at different times (the 2-row one only at probes), and under a changing load a
          * stale one made drafting look cheap with nothing accepted (13-47 of 63 steps drafted on
-         * random weights in some runs) */
-        if (q->acc.trials[0] >= ACC_NONE_TRIALS && q->acc.succ[0] < ACC_NONE) N = 0;
+         * random weights in some runs).  A head that looks clearly random (seq_state.top_max)
+         * gets no optimistic prior: plain after its first rejected draft */
+        const bool random_like = !q->confident && q->acc.trials[0] > 0.0 && q->top_max < CONF_RANDOM;
+        if (q->acc.trials[0] >= (random_like ? 1.0 : ACC_NONE_TRIALS) && q->acc.succ[0] < ACC_NONE) N = 0;
         if (N > 0) {
             q->plain_run = 0;
             if (explore) N = NX_MIN(q->cap, N + EXPLORE_EXTRA);
         } else if (q->cap > 0 &&
                    nx_spec_probe_due(++q->plain_run, q->probe, probe_extra, plain_cost,
-                                     q->confident ? 0.0 : PROBE_BUDGET, PROBE_GAP_MAX)) {
+                                     q->confident ? 0.0 : random_like ? PROBE_BUDGET_RANDOM : PROBE_BUDGET,
+                                     PROBE_GAP_MAX)) {
             /* a one-draft probe every `probe` plain steps (stretched so that probes cost at most
-             * PROBE_BUDGET of the plain time) notices a change in acceptance */
+             * PROBE_BUDGET of the plain time, PROBE_BUDGET_RANDOM for a head that looks clearly
+             * random) notices a change in acceptance */
             q->plain_run = 0;
             q->probing = true;
             N = 1;
@@ -725,7 +739,11 @@ static bool pick_draft(nx_spec *s, seq_state *q, int32_t n_past, const float *lo
     int32_t d;
     double top;
     *stop = false;
-    if (j == 0 && !q->confident && s->p.adaptive) q->confident = draft_confidence(s, logits) >= CONF_MIN;
+    if (j == 0 && !q->confident && s->p.adaptive) {
+        const double top1 = draft_confidence(s, logits);
+        q->top_max = fmax(q->top_max, top1);
+        q->confident = top1 >= CONF_MIN;
+    }
     if (q->oracle) {
         int32_t at = n_past + 1 + j;
         if (at >= q->n_oracle) {
