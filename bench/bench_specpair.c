@@ -6,7 +6,8 @@
  *
  * mode spec: the second driver is `--spec mtp` at default settings (adaptive, the draft
  * vocabulary the CLI would use); mode aa: it is a second plain driver (a control: the harness's
- * own asymmetry, expected 1.000 within noise).  Each run uses a new random prompt (seeded by the
+ * own asymmetry, expected 1.000 within noise); mode snap: a second plain driver whose context
+ * has the draft_max recurrent snapshot slots of a speculative one.  Each run uses a new random prompt (seeded by the
  * run number, ids below V - 3 as spec-bench makes them) and new contexts.  Step i of the second
  * driver is paired with step i of the plain one; its time over the plain step's is booked as
  * the cost of a drafted step (it verified drafts) or of a plain step of the speculative driver
@@ -44,12 +45,12 @@ typedef struct side {
     int32_t *out;       /* [n_gen + 32] */
 } side;
 
-static bool open_side(side *d, nx_model *model, const nx_mtp_head *head, int32_t n_ctx, int32_t dmax, nx_pool *pool,
-                      const int32_t *prompt, int32_t n_prompt, int32_t n_gen, nx_err *err) {
+static bool open_side(side *d, nx_model *model, const nx_mtp_head *head, bool snapshots, int32_t n_ctx, int32_t dmax,
+                      nx_pool *pool, const int32_t *prompt, int32_t n_prompt, int32_t n_gen, nx_err *err) {
     memset(d, 0, sizeof *d);
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = n_ctx;
-    cp.n_snapshots = head ? dmax : 0;
+    cp.n_snapshots = head || snapshots ? dmax : 0;
     nx_spec_params sp = nx_spec_default_params();
     sp.draft_max = dmax;
     d->out = calloc((size_t)n_gen + 32, sizeof *d->out);
@@ -84,7 +85,8 @@ static bool step(side *d, int32_t n_gen, double *cpu, double *wall, nx_err *err)
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [n_gen=128] [runs=9] [threads=1] [draft_max=3] [prompt_len=32] [mode=spec|aa]\n",
+        fprintf(stderr,
+                "usage: %s MODEL [n_gen=128] [runs=9] [threads=1] [draft_max=3] [prompt_len=32] [mode=spec|aa|snap]\n",
                 argv[0]);
         return 2;
     }
@@ -92,7 +94,7 @@ int main(int argc, char **argv) {
     const int threads = argc > 4 ? atoi(argv[4]) : 1;
     const int32_t dmax = argc > 5 ? atoi(argv[5]) : 3, np = argc > 6 ? atoi(argv[6]) : 32;
     const char *mode = argc > 7 ? argv[7] : "spec";
-    const bool aa = !strcmp(mode, "aa");
+    const bool snap = !strcmp(mode, "snap"), aa = !strcmp(mode, "aa") || snap;
     if (ng < 2 || ng > MAXG || runs < 1 || runs > MAXR || threads < 1 || dmax < 1 || dmax > 16 || np < 1 || np > 4096 ||
         (!aa && strcmp(mode, "spec"))) {
         fprintf(stderr, "bench_specpair: bad arguments\n");
@@ -137,7 +139,9 @@ int main(int argc, char **argv) {
     enum { NS = 2 }; /* side 0: plain */
     printf("model %s: vocab %d, draft vocabulary %d; %d runs x %d tokens, prompt %d, %d thread(s), draft-max %d, %s\n",
            argv[1], V, K, runs, ng, np, threads, dmax,
-           aa ? "A/A control (plain vs plain)" : "plain vs --spec mtp");
+           snap ? "plain vs plain with draft-max snapshot slots"
+           : aa ? "A/A control (plain vs plain)"
+                : "plain vs --spec mtp");
     static double ratio_cpu[NS][MAXR], ratio_wall[NS][MAXR];
     double sum_c[NS] = {0}, sum_dx[NS] = {0}, sum_px[NS] = {0}, px_sq[NS] = {0};
     /* per-step differences (second side - plain), relative to the plain step: drafted steps,
@@ -162,7 +166,8 @@ int main(int argc, char **argv) {
         }
         side sd[NS];
         for (int k = 0; k < NS; k++)
-            if (!open_side(&sd[k], model, k == 0 || aa ? NULL : head, n_ctx, dmax, pool, prompt, np, ng, &err)) {
+            if (!open_side(&sd[k], model, k == 0 || aa ? NULL : head, k > 0 && snap, n_ctx, dmax, pool, prompt, np, ng,
+                           &err)) {
                 fprintf(stderr, "bench_specpair: %s\n", err.msg);
                 return 1;
             }
