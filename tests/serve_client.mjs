@@ -61,8 +61,12 @@ if (mode === "spec") {
   // totals that are their sums
   const timings = [r.json.timings, smp.json.timings,
     ...all.map((a) => (a.events ? a.events.filter((e) => e !== "[DONE]" && e.timings).at(-1)?.timings : a.json?.timings))];
-  check("spec: timings.draft_n > 0 and 0 <= draft_n_accepted <= draft_n for every request",
-    timings.every((t) => t && t.draft_n > 0 && t.draft_n_accepted >= 0 && t.draft_n_accepted <= t.draft_n), timings);
+  // The adaptive cost model decides from measured step costs, so under load a short request may
+  // stay plain throughout (llama-server then omits the fields too): 0 drafts is allowed per
+  // request, not for all of them (tests/openai/choices.mjs checks exact counts with fixed drafts).
+  const dn = (t) => t?.draft_n ?? 0, da = (t) => t?.draft_n_accepted ?? 0;
+  check("spec: 0 <= timings.draft_n_accepted <= draft_n for every request, and drafts in some",
+    timings.every((t) => t && dn(t) >= 0 && da(t) >= 0 && da(t) <= dn(t)) && timings.some((t) => dn(t) > 0), timings);
   const sum = (k) => timings.reduce((a, t) => a + (t?.[k] ?? 0), 0);
   let m = {};
   for (let i = 0; i < 40; i++) {
