@@ -169,6 +169,15 @@ int cmd_bench(int argc, char **argv) {
         nx_cli_stats(tps, n, &med, &lo, &hi);
         printf("tg reads %.2f GB/s of weights at the median (%.1f MiB per token)\n",
                med * (double)info.active_bytes / 1e9, info.active_bytes / NX_MIB);
+        /* every decoded token also reads and rewrites its sequence's whole recurrent state (conv
+         * + delta state of every Gated DeltaNet layer): memory traffic on top of the weights */
+        nextn_memory sm;
+        nextn_context_memory(ctx, &sm);
+        const double state = (double)sm.state_bytes / cp.n_seq;
+        if (state > 0)
+            printf("tg moves %.2f GB/s counting the recurrent state too (weights + %.1f MiB read + %.1f MiB "
+                   "written per token)\n",
+                   med * ((double)info.active_bytes + 2 * state) / 1e9, state / NX_MIB, state / NX_MIB);
     }
     if (depth > 0) printf("depth: the last test ended at position %d\n", nextn_n_past(ctx, 0));
     nextn_memory mem;
