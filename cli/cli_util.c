@@ -10,10 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
-bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_model **out) {
+bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, bool no_huge_reread, nextn_model **out) {
     nextn_model_params mp = nextn_model_default_params();
     mp.load_mtp = load_mtp;
+    mp.no_huge_reread = no_huge_reread;
     return nx_cli_load_model_params(cmd, path, &mp, out);
+}
+
+void nx_cli_weights_pages(char *out, size_t cap, uint64_t huge_bytes, uint64_t file_bytes, bool reread,
+                          bool reread_off) {
+    const double pct = file_bytes ? 100.0 * (double)huge_bytes / (double)file_bytes : 0.0;
+    snprintf(out, cap, "weights: %.0f %% in 2 MiB pages%s", pct > 100.0 ? 100.0 : pct,
+             reread ? " (re-read at load to get them)" : reread_off ? " (re-read off)" : "");
 }
 
 bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_model_params *mp, nextn_model **out) {

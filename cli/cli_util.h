@@ -12,8 +12,9 @@
 #define NX_MIB (1024.0 * 1024.0)
 
 /* Loads a model, printing "nextn CMD: <error>" on failure.  Checks the file exists first so
- * the message for a typo is plain ("cannot open 'x.gguf': No such file or directory"). */
-bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, nextn_model **out);
+ * the message for a typo is plain ("cannot open 'x.gguf': No such file or directory").
+ * no_huge_reread: nextn_model_params.no_huge_reread (NX_CLI_LOAD_ARGS). */
+bool nx_cli_load_model(const char *cmd, const char *path, bool load_mtp, bool no_huge_reread, nextn_model **out);
 /* The same with all model parameters. */
 bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_model_params *mp, nextn_model **out);
 
@@ -35,6 +36,20 @@ void nx_cli_progress_end(nx_cli_progress *p);
 void nx_cli_progress_model(void *user, const nextn_progress *p);
 struct nx_progress;
 void nx_cli_progress_tool(void *user, const struct nx_progress *p);
+
+/* The loading options of every command that loads a model to decode (an nx_arg table's entries,
+ * args.h): --no-huge-reread sets the bool no_huge_reread (nextn_model_params.no_huge_reread). */
+#define NX_CLI_LOAD_ARGS(no_huge_reread)                                                                            \
+    {"--no-huge-reread", NULL, NX_ARG_FLAG, &(no_huge_reread), NULL,                                              \
+     "keep the page cache as it is: do not drop and re-read a model file cached in 4 KiB pages to get 2 MiB pages " \
+     "(default: re-read; decode reads 2 MiB pages faster)",                                                        \
+     0, 0, NULL, false}
+
+/* "weights: 98 % in 2 MiB pages (re-read at load to get them)" into out: how much of the model
+ * file is mapped with 2 MiB entries (nextn_model_info.huge_mapped_bytes of file_bytes) and
+ * whether loading re-read it; reread_off: --no-huge-reread was given. */
+void nx_cli_weights_pages(char *out, size_t cap, uint64_t huge_bytes, uint64_t file_bytes, bool reread,
+                          bool reread_off);
 
 /* Creates a context; prints the error on failure. */
 bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_context_params *p,

@@ -92,6 +92,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model_path = NULL;
     int32_t n_prompt = 512, n_gen = 128, reps = 5, n_threads = 0, depth = 0;
     int kv_choice = 0, k_choice = -1, v_choice = -1;
+    bool no_huge_reread = false;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--n-prompt", "-p", NX_ARG_INT, &n_prompt, "N", "prefill test: tokens in one batch, 0 skips (default 512)", 0, 1 << 20, NULL, false},
@@ -100,6 +101,7 @@ int cmd_bench(int argc, char **argv) {
         {"--repetitions", "-r", NX_ARG_INT, &reps, "N", "timed runs per test (default 5)", 1, 1000, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
+        NX_CLI_LOAD_ARGS(no_huge_reread),
     };
     int rc = nx_args_parse(CMD, "-m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N]", args, NX_ARGS_LEN(args), argc, argv);
     if (rc == NX_ARGS_HELP) return 0;
@@ -112,7 +114,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = NULL;
     double *secs = NULL;
     int status = 1;
-    if (!nx_cli_load_model(CMD, model_path, false, &model)) goto done;
+    if (!nx_cli_load_model(CMD, model_path, false, no_huge_reread, &model)) goto done;
     nextn_model_info info;
     nextn_model_get_info(model, &info);
     nextn_context_params cp = nextn_context_default_params();
@@ -137,6 +139,9 @@ int cmd_bench(int argc, char **argv) {
     if (info.n_expert > 0)
         printf("mixture of experts: %d of %d experts per token, %.1f MiB of weights read per token\n",
                info.n_expert_used, info.n_expert, info.active_bytes / NX_MIB);
+    char pages[128];
+    nx_cli_weights_pages(pages, sizeof pages, info.huge_mapped_bytes, info.file_bytes, info.huge_reread, no_huge_reread);
+    printf("%s\n", pages);
     double warm;
     if ((n_prompt > 0 && !run_pp(ctx, ids, n_prompt, 0, &warm)) || (n_gen > 0 && !run_tg(ctx, ids, 1, 0, &warm)))
         goto done;

@@ -347,7 +347,7 @@ int cmd_chat(int argc, char **argv) {
     int32_t n_predict = -1, n_threads = 0, n_ctx = 4096;
     int kv_choice = 0, k_choice = -1, v_choice = -1, spec_choice = 0;
     bool think = false, no_think = false, no_mtp = false, no_adaptive = false, no_normalize = false, verbose = false,
-         no_history = false;
+         no_history = false, no_huge_reread = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
@@ -365,6 +365,7 @@ int cmd_chat(int argc, char **argv) {
         NX_CLI_SAMPLER_ARGS(sp),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed, the same for every reply (default: from the clock)", 0, 0, NULL, false},
         NX_CLI_SPEC_ARGS(spec_choice, spec, no_mtp, no_adaptive),
+        NX_CLI_LOAD_ARGS(no_huge_reread),
         {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)", 0, 0, NULL, false},
         {"--no-history", NULL, NX_ARG_FLAG, &no_history, NULL, "do not read or write the line history file (~/.nextn_chat_history, or $NEXTN_CHAT_HISTORY)", 0, 0, NULL, false},
         {"--verbose", "-v", NX_ARG_FLAG, &verbose, NULL, "after each turn, print the prompt tokens reused and decoded, reply tokens and speed on stderr", 0, 0, NULL, false},
@@ -404,6 +405,7 @@ int cmd_chat(int argc, char **argv) {
     nextn_model_params mp = nextn_model_default_params();
     mp.load_mtp = spec.use_mtp;
     mp.no_normalize = no_normalize;
+    mp.no_huge_reread = no_huge_reread;
     if (!nx_cli_load_model_params(CMD, model_path, &mp, &model)) goto done;
     nextn_context_params cp = nextn_context_default_params();
     cp.n_ctx = n_ctx;

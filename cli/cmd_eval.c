@@ -18,6 +18,7 @@ int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *prompt = NULL, *out_path = NULL;
     int32_t n_batch = 128, n_threads = 0; /* 128 rows of logits: 127 MB at a 248k vocabulary */
     int kv_choice = 0, k_choice = -1, v_choice = -1;
+    bool no_huge_reread = false;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--tokens", NULL, NX_ARG_STRING, &tokens_arg, "IDS", "input token ids, e.g. 1,2,3", 0, 0, NULL, false},
@@ -26,6 +27,7 @@ int cmd_eval(int argc, char **argv) {
         {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call (default 128)", 1, 1 << 20, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
+        NX_CLI_LOAD_ARGS(no_huge_reread),
     };
     int rc = nx_args_parse(CMD, "-m FILE (--tokens IDS | -p TEXT) --dump-logits OUT [-b N]", args, NX_ARGS_LEN(args),
                            argc, argv);
@@ -47,7 +49,7 @@ int cmd_eval(int argc, char **argv) {
     FILE *out = NULL;
     nextn_error err;
     int status = 1;
-    if (!nx_cli_load_model(CMD, model_path, false, &model)) goto done;
+    if (!nx_cli_load_model(CMD, model_path, false, no_huge_reread, &model)) goto done;
     nextn_model_info info;
     nextn_model_get_info(model, &info);
     if (prompt) {

@@ -38,7 +38,7 @@ int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *tokens_arg = NULL;
     int32_t n_ctx = 512, n_batch = 2048, n_threads = 0, n_chunks_max = -1;
     int kv_choice = 0, k_choice = -1, v_choice = -1;
-    bool no_normalize = false;
+    bool no_normalize = false, no_huge_reread = false;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--file", "-f", NX_ARG_STRING, &text_path, "TEXT", "text file to score", 0, 0, NULL, false},
@@ -48,6 +48,7 @@ int cmd_perplexity(int argc, char **argv) {
         {"--chunks", NULL, NX_ARG_INT, &n_chunks_max, "N", "score at most N chunks (default all)", -1, 1 << 30, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
+        NX_CLI_LOAD_ARGS(no_huge_reread),
         {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the text's bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)", 0, 0, NULL, false},
     };
     int rc = nx_args_parse(CMD, "-m FILE -f TEXT [-c 512] [-b 2048]", args, NX_ARGS_LEN(args), argc, argv);
@@ -75,6 +76,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (text_path && !(text = nx_cli_read_file(CMD, text_path, &text_len))) goto done;
     nextn_model_params mp = nextn_model_default_params();
     mp.no_normalize = no_normalize;
+    mp.no_huge_reread = no_huge_reread;
     if (!nx_cli_load_model_params(CMD, model_path, &mp, &model)) goto done;
     nextn_model_info info;
     nextn_model_get_info(model, &info);

@@ -30,7 +30,7 @@ int cmd_run(int argc, char **argv) {
     nextn_sampler_params sp = nextn_sampler_default_params();
     int spec_choice = 0;
     nextn_spec_params spec = nextn_spec_default_params();
-    bool no_mtp = false, no_adaptive = false, no_normalize = false;
+    bool no_mtp = false, no_adaptive = false, no_normalize = false, no_huge_reread = false;
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--prompt", "-p", NX_ARG_STRING, &prompt, "TEXT", "prompt text", 0, 0, NULL, false},
@@ -48,6 +48,7 @@ int cmd_run(int argc, char **argv) {
         {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},
         {"--no-normalize", NULL, NX_ARG_FLAG, &no_normalize, NULL, "tokenize the prompt's bytes as given: skip the vocabulary's Unicode NFC step (as llama.cpp)", 0, 0, NULL, false},
         NX_CLI_SPEC_ARGS(spec_choice, spec, no_mtp, no_adaptive),
+        NX_CLI_LOAD_ARGS(no_huge_reread),
     };
     const size_t n_args = NX_ARGS_LEN(args);
     int rc = nx_args_parse(CMD, "-m FILE (-p TEXT | --tokens IDS) [-n N] [options]", args, n_args, argc, argv);
@@ -86,12 +87,16 @@ int cmd_run(int argc, char **argv) {
     nextn_model_params mp = nextn_model_default_params();
     mp.load_mtp = spec_choice == 1 && !no_mtp;
     mp.no_normalize = no_normalize;
+    mp.no_huge_reread = no_huge_reread;
     if (!nx_cli_load_model_params(CMD, model_path, &mp, &model)) goto done;
     nextn_model_info info;
     nextn_model_get_info(model, &info);
     nextn_tokenizer *tok = nextn_model_tokenizer(model);
     fprintf(stderr, "nextn %s: model %s: n_vocab %d, n_embd %d, n_layer %d%s\n", CMD, model_path, info.n_vocab,
             info.n_embd, info.n_layer, tok ? "" : ", no tokenizer");
+    char pages[128];
+    nx_cli_weights_pages(pages, sizeof pages, info.huge_mapped_bytes, info.file_bytes, info.huge_reread, no_huge_reread);
+    fprintf(stderr, "nextn %s: %s\n", CMD, pages);
 
     if (prompt) {
         if (!tok) {

@@ -23,6 +23,7 @@ int cmd_serve(int argc, char **argv) {
     int kv_choice = 0, k_choice = -1, v_choice = -1, spec_choice = 0;
     bool no_think = false, no_adaptive = false, no_cache = false, no_webui = false;
     int32_t n_ckpt = 8, ckpt_every = 256;
+    bool no_huge_reread = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
@@ -36,6 +37,7 @@ int cmd_serve(int argc, char **argv) {
         {"--batch-size", "-b", NX_ARG_INT, &n_batch, "N", "tokens per forward call at most (default 512)", 1, 1 << 16, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
+        NX_CLI_LOAD_ARGS(no_huge_reread),
         {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "default max_tokens, -1 until EOG or a full slot (default -1)", -1, 1e9, NULL, false},
         {"--temp", NULL, NX_ARG_FLOAT, &sp.temp, "T", "default temperature, <= 0 greedy (default 0.8)", -1e9, 1e9, NULL, false},
         {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "default top-k, 0 off (default 40)", 0, 1e9, NULL, false},
@@ -87,7 +89,7 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* a client closing its socket must not kill the server */
 
     nextn_model *model = NULL;
-    if (!nx_cli_load_model(CMD, model_path, spec_choice == 1, &model)) return 1;
+    if (!nx_cli_load_model(CMD, model_path, spec_choice == 1, no_huge_reread, &model)) return 1;
     const char *base = strrchr(model_path, '/');
     /* --alias a,b and --tags x,y: trimmed, empty ones dropped, aliases sorted (the first is the id,
      * as llama-server keeps them in a sorted set) */

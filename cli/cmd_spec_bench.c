@@ -57,7 +57,7 @@ static double median(const double *v, int n) {
 
 typedef struct options {
     const char *model, *mtp_model, *prompt_ids, *dv_file;
-    bool no_mtp, oracle, verify_cost, cpu_time, no_adaptive;
+    bool no_mtp, oracle, verify_cost, cpu_time, no_adaptive, no_huge_reread;
     int32_t prompt_len, n_gen, seqs, draft_max, draft_min, runs, threads, draft_vocab;
     uint64_t seed;
     float p_min, temp;
@@ -276,6 +276,7 @@ int cmd_spec_bench(int argc, char **argv) {
         {"--threads", "-t", NX_ARG_INT, &o.threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         {"--kv", NULL, NX_ARG_CHOICE, &kv_choice, NX_CLI_KV_TYPES_HELP, "the same as --kv-type", 0, 0, nx_cli_kv_type_names, false},
+        NX_CLI_LOAD_ARGS(o.no_huge_reread),
     };
     int prc = nx_args_parse(CMD, "-m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt IDS] [-n N] [options]",
                             args, NX_ARGS_LEN(args), argc, argv);
@@ -299,7 +300,8 @@ int cmd_spec_bench(int argc, char **argv) {
     int32_t *prompt = NULL, **plain_out = NULL, **spec_out = NULL, **oracle_buf = NULL, *dv_ids = NULL;
     double *tp = NULL, *ts = NULL, *acc = NULL, *tps = NULL, *shd = NULL, *shv = NULL;
     const int S = (int)o.seqs, RUNS = (int)o.runs;
-    if (!nx_model_load(&model, o.model, !o.no_mtp, &err)) goto fail;
+    if (!nx_model_open(&model, o.model, !o.no_mtp, &err)) goto fail;
+    nx_model_prefault(model, !o.no_huge_reread); /* nx_model_load, with --no-huge-reread */
     if (!o.no_mtp) {
         char notice[256];
         if (!nx_mtp_head_open(&head, model, o.model, o.mtp_model, notice, sizeof notice, &err)) goto fail;
@@ -382,6 +384,9 @@ int cmd_spec_bench(int argc, char **argv) {
     printf("model %s: %u layers, E %u, vocab %u; prompt %d tokens, %d generated x %d sequence%s, %d threads, %s, "
            "%s clock\n", o.model, model->hp.n_layer, model->hp.n_embd, model->hp.n_vocab, n_prompt, o.n_gen, S,
            S > 1 ? "s" : "", nx_pool_size(pool), o.temp > 0 ? "sampling" : "greedy", o.cpu_time ? "CPU" : "wall");
+    char pages[128];
+    nx_cli_weights_pages(pages, sizeof pages, model->huge_bytes, model->gguf->size, model->huge_reread, o.no_huge_reread);
+    printf("%s\n", pages);
     if (o.verify_cost && !verify_cost(&o, model, prompt, n_prompt, pool, &err)) goto fail;
     if (o.verify_cost && head && !draft_cost(&o, head, dv_ids, prompt, n_prompt, pool, &err)) goto fail;
     if (dv_ids && head->n_draft_vocab == 0 && !nx_mtp_head_set_draft_vocab(head, dv_ids, (int32_t)o.draft_vocab, &err))

@@ -68,6 +68,15 @@ typedef struct nextn_model_params {
     bool no_normalize;         /* tokenizer: skip the vocabulary's Unicode normalisation (NFC; see
                                 * nextn_tokenizer_normalizes) and tokenize the bytes as given, as
                                 * llama.cpp does (default false) */
+    bool no_huge_reread;       /* leave the page cache as it is.  By default (false), when less than
+                                * half of a file of 64 MiB or more comes out mapped with 2 MiB entries
+                                * after loading (its cache was filled in 4 KiB pages, e.g. by read(2)),
+                                * loading drops the cached pages only this model maps and reads them
+                                * again through its mapping, in 2 MiB pages (weights read through 4
+                                * KiB entries decoded 1.5-2.3x slower: docs/BENCHMARKS.md, "the page
+                                * cache's page size").  Set it to skip that second read of the
+                                * file (a slow disk, a page cache to keep as it is);
+                                * nextn_model_info.huge_mapped_bytes shows what decode gets */
 } nextn_model_params;
 
 typedef struct nextn_model_info {
@@ -82,6 +91,11 @@ typedef struct nextn_model_info {
                                   n experts of each layer; = weight_bytes for dense models) */
     int32_t n_expert, n_expert_used; /* experts per layer and routed per token (0 for dense models) */
     uint64_t file_bytes;
+    uint64_t huge_mapped_bytes; /* bytes of the model file's mapping mapped with 2 MiB entries, measured
+                                 * once at the end of nextn_model_load (Linux: FilePmdMapped of
+                                 * /proc/self/smaps); 0 when none are, and where unknown (no smaps) */
+    bool huge_reread;          /* loading dropped the cached file and read it again to get 2 MiB
+                                * entries (never with nextn_model_params.no_huge_reread) */
 } nextn_model_info;
 
 nextn_model_params nextn_model_default_params(void);

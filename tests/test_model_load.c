@@ -445,6 +445,91 @@ static void test_prefault_rereads_into_huge_pages(void **state) {
     remove(path);
 }
 
+/* A model file above the loader's 64 MiB re-read threshold (0.8b widths, 4 layers, q8_0: 89 MiB)
+ * whose page cache is in small folios: written again in 1 MiB pieces, as write_pattern. */
+static uint64_t write_big_model(const char *path) {
+    char src[512];
+    snprintf(src, sizeof src, "%s", tu_tmp_path("big-src.gguf"));
+    nx_mk_options o = {.preset = "0.8b", .type = NX_TYPE_Q8_0, .seed = 5, .mtp = false, .tie = -1, .n_layers = 4};
+    nx_err err;
+    if (!nx_mkmodel_write(&o, src, pool, &err)) fail_msg("%s", err.msg);
+    size_t len;
+    unsigned char *buf = tu_read_file(src, &len);
+    assert_non_null(buf);
+    remove(src);
+    assert_true(len >= ((size_t)64 << 20));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    for (size_t off = 0; off < len; off += (size_t)1 << 20) {
+        const size_t n = len - off < ((size_t)1 << 20) ? len - off : (size_t)1 << 20;
+        assert_int_equal(write(fd, buf + off, n), (ssize_t)n);
+    }
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
+    free(buf);
+    return len;
+}
+
+static void load_info(const char *path, bool no_reread, nextn_model_info *info) {
+    nextn_model_params mp = nextn_model_default_params();
+    mp.no_huge_reread = no_reread;
+    nextn_model *m;
+    nextn_error err;
+    if (!nextn_model_load(&m, path, &mp, &err)) fail_msg("%s", err.msg);
+    nextn_model_get_info(m, info);
+    nextn_model_free(m);
+}
+
+/* nextn_model_params.no_huge_reread leaves a cache in small folios as it is (no 2 MiB entries
+ * appear); by default the same load re-reads it into 2 MiB-mapped pages where the kernel can; the
+ * info reports both (huge_reread, huge_mapped_bytes). */
+static void test_load_reports_pages_and_can_skip_the_reread(void **state) {
+    (void)state;
+    assert_false(nextn_model_default_params().no_huge_reread);
+    const bool can = kernel_maps_files_huge();
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("big.gguf"));
+    const uint64_t size = write_big_model(path);
+    /* what a mapping of the cached file gets before any load (the file's folios as written) */
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    assert_true(p != MAP_FAILED);
+    madvise(p, size, MADV_HUGEPAGE);
+    madvise(p, size, MADV_POPULATE_READ);
+    const int64_t before = nx_map_huge_bytes(p);
+    munmap(p, size);
+
+    nextn_model_info off, on, again;
+    load_info(path, true, &off);
+    assert_int_equal(off.file_bytes, size);
+    assert_false(off.huge_reread);
+    load_info(path, false, &on);
+    load_info(path, true, &again); /* the cache as the default load left it */
+    assert_false(again.huge_reread);
+    print_message("%llu MiB file: 2 MiB-mapped before %lld, re-read off %llu, default %llu (re-read: %s), "
+                  "then off again %llu bytes\n", (unsigned long long)(size >> 20), (long long)before,
+                  (unsigned long long)off.huge_mapped_bytes, (unsigned long long)on.huge_mapped_bytes,
+                  on.huge_reread ? "yes" : "no", (unsigned long long)again.huge_mapped_bytes);
+    if (before >= 0 && (uint64_t)before >= size / 2) {
+        print_message("the written file came back 2 MiB-mapped already: no re-read to switch off\n");
+        assert_false(on.huge_reread);
+        assert_true(off.huge_mapped_bytes > 0 && on.huge_mapped_bytes > 0);
+    } else if (can) {
+        assert_true(off.huge_mapped_bytes < size / 2); /* left as it was: no drop, no re-read */
+        assert_true(on.huge_reread);
+        assert_true(on.huge_mapped_bytes >= size / 2);
+        assert_true(again.huge_mapped_bytes >= size / 2); /* measured, not inferred from the flag */
+    } else {
+        print_message("this kernel maps files with 4 KiB entries only: huge_mapped_bytes stays 0, no re-read\n");
+        assert_false(on.huge_reread);
+        assert_int_equal(off.huge_mapped_bytes, 0);
+        assert_int_equal(on.huge_mapped_bytes, 0);
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_round_trip_equals_memory_model),
@@ -458,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_missing_key_and_bad_hparams),
         cmocka_unit_test(test_mtp_block_is_optional_unless_wanted),
         cmocka_unit_test(test_prefault_rereads_into_huge_pages),
+        cmocka_unit_test(test_load_reports_pages_and_can_skip_the_reread),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -64,7 +64,8 @@ const char *nextn_version(void) { return "0.1.0"; }
 /* ---- model ------------------------------------------------------------------------------- */
 
 nextn_model_params nextn_model_default_params(void) {
-    nextn_model_params p = {.load_mtp = false, .no_normalize = false, .progress = NULL, .progress_user = NULL};
+    nextn_model_params p = {.load_mtp = false, .no_normalize = false, .progress = NULL, .progress_user = NULL,
+                            .no_huge_reread = false};
     return p;
 }
 
@@ -96,7 +97,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
         progress_fwd f = {p.progress, p.progress_user};
         nx_gguf_prefetch(m->model->gguf, forward_progress, &f);
     }
-    nx_model_prefault(m->model);
+    nx_model_prefault(m->model, !p.no_huge_reread);
     if (nx_gguf_find_kv(m->model->gguf, "tokenizer.ggml.model")) {
         if (!nx_tokenizer_from_gguf(&m->tok, m->model->gguf, &ie)) {
             nx_model_free(m->model);
@@ -139,6 +140,8 @@ void nextn_model_get_info(const nextn_model *m, nextn_model_info *info) {
     info->n_expert = hp->moe ? (int32_t)hp->n_expert : 0;
     info->n_expert_used = hp->moe ? (int32_t)hp->n_expert_used : 0;
     info->file_bytes = m->file_bytes;
+    info->huge_mapped_bytes = m->model->huge_bytes;
+    info->huge_reread = m->model->huge_reread;
 }
 
 nextn_tokenizer *nextn_model_tokenizer(const nextn_model *m) { return (nextn_tokenizer *)m->tok; }

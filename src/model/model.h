@@ -164,6 +164,9 @@ typedef struct nx_model {
     int n_owned, cap_owned;
     uint64_t weight_bytes;    /* bytes of all bound trunk tensors (for bandwidth figures) */
     uint64_t expert_bytes;    /* of which routed experts (qwen35moe), all experts of all trunk layers */
+    uint64_t huge_bytes;      /* bytes of the file mapping with 2 MiB entries, measured at the end of
+                                 nx_model_prefault; 0: none, unknown, or not prefaulted / no file */
+    bool huge_reread;         /* nx_model_prefault dropped the cached file and read it again */
 } nx_model;
 
 /* Trunk bytes one token's forward pass reads when every layer routes to k of n experts: all
@@ -202,9 +205,11 @@ bool nx_model_bind_mtp_only(nx_model *m, const nx_hparams *hp, nx_tensor_lookup_
 bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err);
 /* nx_model_load in two steps, for a caller that reads the file itself first (with progress):
  * nx_model_open binds without touching the tensor data; nx_model_prefault then maps the data
- * into the page tables (MADV_POPULATE_READ) when the file fits in memory - best effort. */
+ * into the page tables (MADV_POPULATE_READ) when the file fits in memory - best effort - and,
+ * when huge_reread, re-reads it for 2 MiB pages (nx_map_prefer_huge; nx_model_load does).  It
+ * sets m->huge_reread and m->huge_bytes. */
 bool nx_model_open(nx_model **out, const char *path, bool want_mtp, nx_err *err);
-void nx_model_prefault(const nx_model *m);
+void nx_model_prefault(nx_model *m, bool huge_reread);
 /* The prefault's 2 MiB-page step (model_load.c), exposed for tests.  For a read-only file
  * mapping of `path` at `base` (never anonymous memory: dropping its entries would zero it), size
  * bytes with the tensor data from data_offset, of at least min_bytes: when less than half of the

@@ -151,7 +151,9 @@ static void populate(uintptr_t a, size_t n) {
  * cached pages are dropped and read again through the mapping: first a 4 MiB probe window, then
  * the rest only if the probe came back 2 MiB-mapped (a kernel or file system without large
  * folios would re-read for nothing).  Pages that other processes map are not dropped; the
- * contents never change (a read-only mapping of the same file). */
+ * contents never change (a read-only mapping of the same file).  The caller can switch the
+ * re-read off (nextn_model_params.no_huge_reread); the model records whether it re-read and how
+ * many bytes ended up 2 MiB-mapped (nx_model.huge_reread, huge_bytes: nextn_model_info). */
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 #define HUGE_PROBE ((uintptr_t)4 << 20)
 /* Files below this size are not worth a re-read. */
@@ -204,25 +206,34 @@ bool nx_map_prefer_huge(const void *base, uint64_t size, uint64_t data_offset, c
 /* Maps the tensor data into the page tables before the first forward pass, as llama.cpp's
  * loader does (MAP_POPULATE): otherwise every first touch of a weight page faults, and a mixture
  * of experts keeps touching experts for the first time over many tokens; in 2 MiB pages where
- * the kernel can (above).  Only when the file fits comfortably in memory; best effort (no error:
- * the pages still fault in on demand). */
-static void prefault(const nx_gguf *g) {
+ * the kernel can (above; the re-read only when `reread`).  Only when the file fits comfortably
+ * in memory; best effort (no error: the pages still fault in on demand).  Then measures once how
+ * much of the file is mapped with 2 MiB entries. */
+void nx_model_prefault(nx_model *m, bool reread) {
+    const nx_gguf *g = m->gguf;
+    m->huge_reread = false;
+    m->huge_bytes = 0;
+    if (!g) return;
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psz <= 0 || g->size > (uint64_t)pages * (uint64_t)psz / 2) return;
+    if (pages > 0 && psz > 0 && g->size <= (uint64_t)pages * (uint64_t)psz / 2) {
 #ifdef MADV_HUGEPAGE
-    if (g->owns_mapping) madvise((void *)g->base, (size_t)g->size, MADV_HUGEPAGE); /* the whole mapping: one VMA */
+        if (g->owns_mapping) madvise((void *)g->base, (size_t)g->size, MADV_HUGEPAGE); /* the whole mapping: one VMA */
 #endif
-    const uintptr_t a = (uintptr_t)g->base + g->data_offset, lo = a & ~(uintptr_t)(psz - 1);
-    populate(lo, (size_t)((uintptr_t)g->base + g->size - lo));
-    /* only on our own file mapping: dropping the entries of a caller's buffer would zero it */
-    if (g->owns_mapping) nx_map_prefer_huge(g->base, g->size, g->data_offset, g->path, HUGE_REREAD_MIN);
+        const uintptr_t a = (uintptr_t)g->base + g->data_offset, lo = a & ~(uintptr_t)(psz - 1);
+        populate(lo, (size_t)((uintptr_t)g->base + g->size - lo));
+        /* only on our own file mapping: dropping the entries of a caller's buffer would zero it */
+        if (g->owns_mapping && reread)
+            m->huge_reread = nx_map_prefer_huge(g->base, g->size, g->data_offset, g->path, HUGE_REREAD_MIN);
+    }
+    if (g->owns_mapping) {
+        const int64_t huge = nx_map_huge_bytes(g->base);
+        m->huge_bytes = huge > 0 ? (uint64_t)huge : 0;
+    }
 }
-
-void nx_model_prefault(const nx_model *m) { prefault(m->gguf); }
 
 bool nx_model_load(nx_model **out, const char *path, bool want_mtp, nx_err *err) {
     if (!nx_model_open(out, path, want_mtp, err)) return false;
-    prefault((*out)->gguf);
+    nx_model_prefault(*out, true);
     return true;
 }
 
