@@ -76,9 +76,12 @@ static inline __attribute__((always_inline)) void hsum256_x4(const __m512 *a, fl
  * the core is busy decoding, and the kernel time is about compute time + streaming time (the
  * two do not overlap); prefetching a few KB ahead makes them overlap (q4_K 1 row 49 % -> 80 %
  * of the streaming read).  A prefetch never faults, so running past the end of the row (into
- * the next row, or past the tensor at the very end) is harmless.  2, 4 and 8 KB ahead measured
- * the same within noise; the non-temporal hint was slower. */
-#define K_PREFETCH_AHEAD 4096
+ * the next row, or past the tensor at the very end) is harmless.  With 4 KiB-mapped weights 2, 4
+ * and 8 KB ahead measured the same within noise; with the weights in 2 MiB pages (the loader sees
+ * to it, model_load.c) 8 KB is faster than 4 KB on every K-quant file (docs/BENCHMARKS.md,
+ * thirteenth session: decode +5-8 % at two threads, +1-6 % at one; 12 and 16 KB no better than
+ * 8).  The non-temporal hint was slower. */
+#define K_PREFETCH_AHEAD 8192
 
 /* Prefetches the block of `bytes` (a constant after inlining) that lies K_PREFETCH_AHEAD
  * beyond `block`: ceil(bytes / 64) lines at 64-byte steps.  Consecutive prefetched addresses,
