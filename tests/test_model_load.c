@@ -530,6 +530,34 @@ static void test_load_reports_pages_and_can_skip_the_reread(void **state) {
     remove(path);
 }
 
+/* A file not in the page cache at all comes in as 2 MiB folios on its first load, without the
+ * re-read: the mapping is advised MADV_HUGEPAGE before anything reads through it (reading the
+ * GGUF header first brought the file's first pages, and with them about half of it, in small
+ * folios: 54 % 2 MiB-mapped for this file, where the re-read's "less than half" rule does not
+ * fire).  Loaded with the re-read off, so only the first read decides. */
+static void test_cold_file_loads_into_huge_pages(void **state) {
+    (void)state;
+    const bool can = kernel_maps_files_huge();
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("cold.gguf"));
+    const uint64_t size = write_big_model(path); /* fsync'd: its cached pages are clean */
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0); /* out of the page cache */
+    close(fd);
+    nextn_model_info info;
+    load_info(path, true, &info);
+    assert_false(info.huge_reread);
+    print_message("cold %llu MiB file, re-read off: %llu bytes 2 MiB-mapped after the load\n",
+                  (unsigned long long)(size >> 20), (unsigned long long)info.huge_mapped_bytes);
+    if (can) assert_true(info.huge_mapped_bytes >= size * 3 / 4);
+    else {
+        print_message("this kernel maps files with 4 KiB entries only: nothing to check but the load\n");
+        assert_int_equal(info.huge_mapped_bytes, 0);
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_round_trip_equals_memory_model),
@@ -544,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_mtp_block_is_optional_unless_wanted),
         cmocka_unit_test(test_prefault_rereads_into_huge_pages),
         cmocka_unit_test(test_load_reports_pages_and_can_skip_the_reread),
+        cmocka_unit_test(test_cold_file_loads_into_huge_pages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -533,6 +533,13 @@ bool nx_gguf_open(nx_gguf **out, const char *path, nx_err *err) {
     int e = errno;
     close(fd); /* the mapping stays valid */
     if (map == MAP_FAILED) return nx_fail(err, "%s: cannot map %" PRIu64 " bytes: %s", path, size, strerror(e));
+#ifdef MADV_HUGEPAGE
+    /* before the first read through the mapping: a file not yet in the page cache then comes in
+     * as 2 MiB folios, which the mapping can map with 2 MiB entries (reading the header first, and
+     * advising later, left about half of a cold model file in small folios; model_load.c says
+     * why the page size matters).  Advice only: an error changes nothing. */
+    madvise(map, (size_t)size, MADV_HUGEPAGE);
+#endif
     nx_gguf *g = new_handle(path, err);
     if (!g) { munmap(map, (size_t)size); return false; }
     g->base = map;
