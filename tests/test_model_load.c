@@ -384,14 +384,15 @@ static bool same_pattern(const unsigned char *p) {
     return true;
 }
 
-static unsigned char *map_populated(const char *path) {
+/* The first `size` bytes of the file, mapped and populated through the mapping (2 MiB pages advised). */
+static unsigned char *map_populated(const char *path, size_t size) {
     int fd = open(path, O_RDONLY);
     assert_true(fd >= 0);
-    void *p = mmap(NULL, HUGE_FILE, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     assert_true(p != MAP_FAILED);
-    madvise(p, HUGE_FILE, MADV_HUGEPAGE);
-    madvise(p, HUGE_FILE, MADV_POPULATE_READ);
+    madvise(p, size, MADV_HUGEPAGE);
+    madvise(p, size, MADV_POPULATE_READ);
     return p;
 }
 
@@ -405,7 +406,7 @@ static bool kernel_maps_files_huge(void) {
     assert_true(fd >= 0);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
-    unsigned char *p = map_populated(path);
+    unsigned char *p = map_populated(path, HUGE_FILE);
     const int64_t huge = nx_map_huge_bytes(p);
     munmap(p, HUGE_FILE);
     remove(path);
@@ -420,7 +421,7 @@ static void test_prefault_rereads_into_huge_pages(void **state) {
     char path[512];
     snprintf(path, sizeof path, "%s", tu_tmp_path("huge.bin"));
     write_pattern(path);
-    unsigned char *p = map_populated(path);
+    unsigned char *p = map_populated(path, HUGE_FILE);
     const int64_t before = nx_map_huge_bytes(p);
     assert_false(nx_map_prefer_huge(p, HUGE_FILE, 4096, path, HUGE_FILE + 1)); /* too small: untouched */
     assert_int_equal(nx_map_huge_bytes(p), before);
@@ -491,13 +492,7 @@ static void test_load_reports_pages_and_can_skip_the_reread(void **state) {
     snprintf(path, sizeof path, "%s", tu_tmp_path("big.gguf"));
     const uint64_t size = write_big_model(path);
     /* what a mapping of the cached file gets before any load (the file's folios as written) */
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    assert_true(p != MAP_FAILED);
-    madvise(p, size, MADV_HUGEPAGE);
-    madvise(p, size, MADV_POPULATE_READ);
+    unsigned char *p = map_populated(path, size);
     const int64_t before = nx_map_huge_bytes(p);
     munmap(p, size);
 

@@ -206,7 +206,8 @@ bool nx_map_prefer_huge(const void *base, uint64_t size, uint64_t data_offset, c
 /* Maps the tensor data into the page tables before the first forward pass, as llama.cpp's
  * loader does (MAP_POPULATE): otherwise every first touch of a weight page faults, and a mixture
  * of experts keeps touching experts for the first time over many tokens; in 2 MiB pages where
- * the kernel can (above; the re-read only when `reread`).  Only when the file fits comfortably
+ * the kernel can (above; nx_gguf_open advised MADV_HUGEPAGE on its mapping before the first read;
+ * the re-read only when `reread`).  Only when the file fits comfortably
  * in memory; best effort (no error: the pages still fault in on demand).  Then measures once how
  * much of the file is mapped with 2 MiB entries. */
 void nx_model_prefault(nx_model *m, bool reread) {
@@ -216,9 +217,6 @@ void nx_model_prefault(nx_model *m, bool reread) {
     if (!g) return;
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     if (pages > 0 && psz > 0 && g->size <= (uint64_t)pages * (uint64_t)psz / 2) {
-#ifdef MADV_HUGEPAGE
-        if (g->owns_mapping) madvise((void *)g->base, (size_t)g->size, MADV_HUGEPAGE); /* the whole mapping: one VMA */
-#endif
         const uintptr_t a = (uintptr_t)g->base + g->data_offset, lo = a & ~(uintptr_t)(psz - 1);
         populate(lo, (size_t)((uintptr_t)g->base + g->size - lo));
         /* only on our own file mapping: dropping the entries of a caller's buffer would zero it */
