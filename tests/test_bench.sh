@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # test_bench.sh - `nextn bench` prints pp/tg rows with median/min/max and peak RSS; bad flags fail.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-bench.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 model="$tmp/tiny.gguf"
-"$NEXTN" mkmodel --preset tiny --type f32 --seed 3 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
-    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+tiny_model "$model"
 
 check "bench prints pp and tg rows with three positive rates" \
       '"$NEXTN" bench -m "$model" -p 16 -n 8 -r 3 >"$tmp/o" 2>"$tmp/e" &&

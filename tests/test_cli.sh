@@ -2,11 +2,7 @@
 # test_cli.sh - the nextn binary dispatches commands and rejects unknown ones; the option parser
 # (cli/args.c) as the file-argument commands use it: files among the options, --name=VALUE, `--`,
 # repeatable options, exclusive flags, too many / too few files.
-set -u
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 check "version prints"        '"$NEXTN" version | grep -q "^nextn "'
 check "help exits 0"          '"$NEXTN" --help >/dev/null'
 check "no args exits 2"       '"$NEXTN" >/dev/null 2>&1; [ $? -eq 2 ]'

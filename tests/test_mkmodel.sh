@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # test_mkmodel.sh - `nextn mkmodel`: writes a loadable tiny model, is deterministic, rejects bad options.
-set -u
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 check "tiny q8_0 writes"        '"$NEXTN" mkmodel --preset tiny --type q8_0 --seed 4 -o "$tmp/a.gguf" 2>/dev/null'
 check "same seed, same bytes"   '"$NEXTN" mkmodel --preset tiny --type q8_0 --seed 4 -t 1 -o "$tmp/b.gguf" 2>/dev/null && cmp -s "$tmp/a.gguf" "$tmp/b.gguf"'
 check "info reads it as qwen35" '"$NEXTN" info "$tmp/a.gguf" | grep -q "qwen35.ssm.group_count"'

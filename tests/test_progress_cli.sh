@@ -2,10 +2,7 @@
 # test_progress_cli.sh - progress lines where people wait (mkmodel, perplexity, loading a model
 # that is not in the page cache; convert and quantize are checked in their own tests): shown on a
 # terminal (util-linux `script` provides one), absent in a pipe, and never changing the result.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 pty() { # log, command...: runs the command on a pseudo-terminal, its output (both streams) in log
   local log=$1; shift
   script -qec "$(printf '%q ' "$@")" "$log" </dev/null >/dev/null

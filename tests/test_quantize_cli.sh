@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # test_quantize_cli.sh - `nextn quantize` from the command line: output, --force, usage errors.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-quantize-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 "$NEXTN" convert "$NEXTN_SRC/tests/fixtures/hf-qwen35-a" -o "$tmp/a.gguf" -q || { echo "FAIL: convert"; exit 1; }
 check "quantizes; no progress line in a pipe" '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q4_k_m -t 2 2>"$tmp/log" && ! grep -q "MB/s" "$tmp/log" && "$NEXTN" info "$tmp/q.gguf" | grep -q q5_0'
 check "progress on a terminal: tensor i/N, MB/s, ETA, target type" \

@@ -5,25 +5,16 @@
 # by default and opt-in with --cors, JSON-only POST bodies, one access-log line per request,
 # --host localhost / ::1, a client that hangs up (running or queued), and SIGTERM with requests
 # running, queued and streaming.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-proto.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
-command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
-command -v curl >/dev/null || { echo "FAIL: curl is required (scripts/deps.sh installs it)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
+need node "scripts/deps.sh installs nodejs"
+need curl "scripts/deps.sh installs it"
 js="$NEXTN_SRC/tests/serve_proto.mjs"
 
 # start a server on a free port, wait for its "listening on" line, set $base to its URL
 start() { # log, args...
     local log=$1; shift
-    "$NEXTN" serve -m "$model" --port 0 "$@" >/dev/null 2>"$log" &
-    pids+=($!)
-    base=""
-    for _ in $(seq 200); do grep -q "listening on" "$log" && break; kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.05; done
-    base=$(grep -o 'http://[^ ]*' "$log" | head -1)
+    serve_start "$log" -m "$model" --port 0 "$@"
 }
 # SIGTERM the last server; it must exit 0 (under ASan: no leak, no error report)
 stop() {

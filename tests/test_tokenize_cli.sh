@@ -4,10 +4,7 @@
 # the test fails if that is impossible).  Expected ids are llama.cpp's test vectors
 # (tests/fixtures/tokenizer/ggml-vocab-qwen2.gguf.out: "Hello world" = 9707 1879) and the
 # vocabulary's own special-token ids.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 peer="$NEXTN_BUILD/tokenizer-peer"
 bash "$NEXTN_SRC/tests/peer/setup.sh" "$peer" || { echo "FAIL: tests/peer/setup.sh (node/npm needed)"; exit 1; }
