@@ -86,6 +86,7 @@ int cmd_quantize(int argc, char **argv) {
     if (!pool) { nx_imatrix_free(im); nx_cli_report("quantize", err.msg, flags); return 1; }
     nx_cli_progress p;
     nx_cli_progress_init(&p, "quantize", "tensor", "MB", quiet);
+    nx_cli_progress_plain(&p);
     nx_quant_opts opts = {.overrides = ov, .n_overrides = n_ov, .imatrix = im, .imatrix_path = imatrix_path,
                           .allow_requantize = allow_requantize, .pure = pure,
                           .has_output_type = output_type != NULL, .has_token_embd_type = token_embd_type != NULL,

@@ -22,7 +22,7 @@ check "mkmodel: --tie with --untie -> exit 2" \
       'out=$("$NEXTN" mkmodel --preset tiny --tie --untie -o "$tmp/x.gguf" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "exclude"'
 check "mkmodel: --layers out of range -> exit 2 naming the range" \
       'out=$("$NEXTN" mkmodel --preset tiny --layers 0 -o "$tmp/x.gguf" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "outside \[1, 1024\]"'
-"$NEXTN" mkmodel --preset tiny --layers 2 --vocab 300 -o "$tmp/t.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel"; exit 1; }
+"$NEXTN" mkmodel --preset tiny --layers 3 --vocab 300 -o "$tmp/t.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel"; exit 1; }
 check "quantize: --tensor-type repeatable, first match wins" \
       '"$NEXTN" quantize -q "$tmp/t.gguf" "$tmp/q.gguf" q8_0 --tensor-type "ffn_up=q4_0" --tensor-type "ffn_.*=q5_0" &&
        "$NEXTN" info "$tmp/q.gguf" | grep "blk.0.ffn_up.weight" | grep -q q4_0 && "$NEXTN" info "$tmp/q.gguf" | grep "blk.0.ffn_down.weight" | grep -q q5_0'
