@@ -25,4 +25,6 @@ check "-p 0 -n 0 exits 2" 'out=$("$NEXTN" bench -m "$model" -p 0 -n 0 2>&1); [ $
 check "-r 0 exits 2 with the range" 'out=$("$NEXTN" bench -m "$model" -r 0 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "--repetitions: 0 is outside \[1, 1000\]"'
 check "missing -m exits 2" 'out=$("$NEXTN" bench 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "-m FILE"'
 check "missing model exits 1 naming it" 'out=$("$NEXTN" bench -m "$tmp/nope.gguf" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "nope.gguf"'
+check "--help documents --spec mtp (spec-bench under another name)" \
+      '"$NEXTN" bench --help >"$tmp/o" 2>&1 && grep -q "nextn bench --spec mtp" "$tmp/o" && grep -q "runs .nextn spec-bench. instead" "$tmp/o"'
 exit $fail

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
 #include <regex.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -48,7 +49,18 @@ const nx_quant_mix *nx_quant_mix_find(const char *name) {
     return NULL;
 }
 
-const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q4_1, q5_1, q6_k, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs, f16, bf16, f32"; }
+/* "q8_0, q4_0, ...": the names of the table above, in its order (built once). */
+static char mix_names[24 * NX_ARRAY_LEN(mixes)];
+static pthread_once_t mix_names_once = PTHREAD_ONCE_INIT;
+static void build_mix_names(void) {
+    size_t o = 0;
+    for (size_t i = 0; i < NX_ARRAY_LEN(mixes) && o < sizeof mix_names; i++)
+        o += (size_t)snprintf(mix_names + o, sizeof mix_names - o, "%s%s", i ? ", " : "", mixes[i].name);
+}
+const char *nx_quant_mix_names(void) {
+    pthread_once(&mix_names_once, build_mix_names);
+    return mix_names;
+}
 
 /* ---- the rule tables ------------------------------------------------------------------------
  * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
