@@ -43,4 +43,19 @@ check "tokenize: the first word ends the options" \
       'a=$("$NEXTN" tokenize -m "$tmp/t.gguf" --ids hello --ids) && b=$("$NEXTN" tokenize -m "$tmp/t.gguf" --ids -- "hello --ids") && [ "$a" = "$b" ] && [ -n "$a" ]'
 check "tokenize: -- lets the text start with -; without it -x is an unknown option" \
       '"$NEXTN" tokenize -m "$tmp/t.gguf" --ids -- -x | grep -q "^[0-9]" && { "$NEXTN" tokenize -m "$tmp/t.gguf" --ids -x >/dev/null 2>&1; [ $? -eq 2 ]; }'
+# token-id lists: one parser (cli/args.c nx_parse_token_list) for run/eval/perplexity --tokens and
+# tokenize --decode: comma or blank separated, or a JSON array as the server takes
+ids=$("$NEXTN" tokenize -m "$demo_model" --ids "In the beginning God created")
+csv=$(echo $ids | tr ' ' ,)
+check "tokenize --decode: the text back from blank, comma and JSON-array lists" \
+      '[ "$("$NEXTN" tokenize -m "$demo_model" --decode $ids)" = "In the beginning God created" ] &&
+       [ "$("$NEXTN" tokenize -m "$demo_model" --decode "$csv")" = "In the beginning God created" ] &&
+       [ "$("$NEXTN" tokenize -m "$demo_model" --decode "[$(echo $ids | sed "s/ /, /g")]")" = "In the beginning God created" ]'
+check "run --tokens: the same forms give the same output" \
+      'a=$("$NEXTN" run -m "$demo_model" --tokens "$csv" -n 4 --temp 0 --print-ids 2>/dev/null) && [ -n "$a" ] &&
+       [ "$("$NEXTN" run -m "$demo_model" --tokens "$ids" -n 4 --temp 0 --print-ids 2>/dev/null)" = "$a" ] &&
+       [ "$("$NEXTN" run -m "$demo_model" --tokens " [$csv] " -n 4 --temp 0 --print-ids 2>/dev/null)" = "$a" ]'
+check "a bad list is a usage error naming the item or the bracket" \
+      'out=$("$NEXTN" tokenize -m "$demo_model" --decode 5 x 7 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "item 2 (.x.) is not a token id" &&
+       out=$("$NEXTN" run -m "$demo_model" --tokens "[5, 7" 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "must end with .\]."'
 exit $fail
