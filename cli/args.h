@@ -67,7 +67,7 @@ int nx_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(
 
 /* Parses a token id list: "12,7,9", "12 7 9" (commas and/or blanks, newlines), or a JSON array
  * "[12, 7, 9]" (what `tokenize --ids`-style tools and the server's JSON take) - the one form every
- * command accepts (--tokens, --prompt-ids, tokenize --decode).  On success *ids is malloc'ed.
+ * command accepts (--tokens, spec-bench --prompt, tokenize --decode).  On success *ids is malloc'ed.
  * Errors go to msg (naming the bad item and its position). */
 bool nx_parse_token_list(const char *text, int32_t **ids, int32_t *n, char *msg, size_t msg_len);
 
