@@ -300,6 +300,9 @@ void nx_cli_flag_names(const char *msg, const nx_cli_flag_name *table, char *out
 
 void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *table) {
     char buf[2 * NEXTN_ERROR_MAX];
+    /* a library message may start with its component's name ("serve: ..."): said once when it is the command's */
+    const size_t n = strlen(cmd);
+    if (!strncmp(msg, cmd, n) && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
     nx_cli_flag_names(msg, table ? table : nx_cli_gen_flags, buf, sizeof buf);
     fprintf(stderr, "nextn %s: %s\n", cmd, buf);
 }

@@ -157,7 +157,7 @@ extern const nx_cli_flag_name nx_cli_gen_flags[];
 /* msg with every table field replaced by its flag, into out (truncated to cap). */
 void nx_cli_flag_names(const char *msg, const nx_cli_flag_name *table, char *out, size_t cap);
 /* Prints "nextn CMD: MSG" on stderr (a library error or notice), MSG in flag names (table NULL =
- * nx_cli_gen_flags). */
+ * nx_cli_gen_flags); a leading "CMD: " in MSG (the library naming its component) is not repeated. */
 void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *table);
 
 /* Median / min / max of n values (sorts a copy). */

@@ -47,15 +47,17 @@ check "--host ::1: listens on http://[::1]:PORT" '[[ "$base" == http://\[::1\]:*
 stop
 
 # ---- --host localhost: every address it names
-start "$tmp/localhost.log" -np 1 -c 64 -t 1 --host localhost
+start "$tmp/localhost.log" -np 1 -c 64 -t 1 --host localhost --ctx-checkpoints 1
 port=${base##*:}
+check "start-up line: 1 checkpoint (singular)" 'grep -q "prompt cache: up to 1 checkpoint per slot" "$tmp/localhost.log"'
 check "--host localhost: answers on 127.0.0.1" '[ -n "$base" ] && curl -fsS "http://127.0.0.1:$port/health" >/dev/null'
 if getent ahosts localhost | grep -q '^::1'; then
   check "--host localhost: answers on ::1 too" 'curl -fsS "http://[::1]:$port/health" >/dev/null'
 fi
 stop
-check "--host with a name that does not resolve: a clear error" \
-  '! "$NEXTN" serve -m "$model" --port 0 --host no-such-host.invalid 2>"$tmp/e" && grep -q "no-such-host.invalid" "$tmp/e"'
+check "--host with a name that does not resolve: a clear error, the command named once" \
+  '! "$NEXTN" serve -m "$model" --port 0 --host no-such-host.invalid 2>"$tmp/e" && grep -q "no-such-host.invalid" "$tmp/e" &&
+   grep -q "^nextn serve: cannot resolve --host .no-such-host.invalid." "$tmp/e"'
 
 # ---- a client that hangs up frees its slot or its place in the queue
 start "$tmp/disc.log" -np 1 -c 8192 -t 1
@@ -72,4 +74,8 @@ if [ -n "$base" ]; then
   check "sigterm: the server exits 0" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ]'
   check "sigterm: each failed request is in the access log" '[ "$(grep -c "error=\"server is shutting down" "$tmp/term.log")" -eq 5 ]'
 fi
+# a request cancelled (499) or refused (503) before it generated logs no generation (or prompt) time
+check "access log: no gen_ms on requests that generated nothing" \
+  'grep -Eq " (499|503) .*gen_tokens=0 " "$tmp/disc.log" "$tmp/term.log" && ! grep -E "gen_tokens=0 .*gen_ms=" "$tmp/disc.log" "$tmp/term.log"'
+
 exit $fail
