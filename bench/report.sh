@@ -35,7 +35,7 @@
 # Every table is headed by its sitting: date, nextn commit, CPU model, cores, ISA, threads, load
 # and bench_dot's streaming read on THREADS threads measured just before it (the % columns use
 # it).  Run nothing else meanwhile: this VM's read bandwidth changes within minutes and spinning
-# OpenMP peers collapse under load (docs/BENCHMARKS.md "How to read").
+# OpenMP peers collapse under load (docs/BENCHMARKS.md "How to read these figures").
 set -euo pipefail
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 root=$(cd "$(dirname "$0")/.." && pwd)
