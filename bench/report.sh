@@ -100,7 +100,8 @@ nm() { [ -x "$1" ] && echo yes || echo no; }
 # make NAME: prints the path of models/NAME.gguf, making it first if needed
 make_file() {
     local name=$1 f="$models/$1.gguf" preset type
-    if [ -f "$f" ] || [ $dry = 1 ]; then echo "$f"; return 0; fi
+    # made already (or, with --dry, listed already)
+    if [ -f "$f" ] || { [ $dry = 1 ] && grep -qF -- " $f" "$out/commands.txt"; }; then echo "$f"; return 0; fi
     case $name in
         tiny-f32) run "$nextn" mkmodel --preset tiny --type f32 --seed 3 -o "$f" >&2 ;;
         tiny-f16) run "$nextn" mkmodel --preset tiny --type f16 --seed 3 -o "$f" >&2 ;;
@@ -248,17 +249,17 @@ EOF
         return 0
     fi
     local ids mode extra
-    [ $dry = 1 ] || : >"$out/mtp-nextn.txt"
+    log "per prompt (IDS: each of the first $n_prompts lines of $prompts):"
+    log "$nextn spec-bench -m $model --prompt IDS -n $mtp_n --draft-max 3 --runs 1 -t $threads [--no-adaptive]"
+    [ $dry = 1 ] && return 0
+    : >"$out/mtp-nextn.txt"
     head -n "$n_prompts" "$prompts" | while read -r ids; do
         for mode in adaptive fixed; do
             extra=""; [ $mode = fixed ] && extra="--no-adaptive"
-            log "$nextn spec-bench -m $model --prompt IDS -n $mtp_n --draft-max 3 --runs 1 -t $threads $extra"
-            [ $dry = 1 ] && continue
             echo "$mode $("$nextn" spec-bench -m "$model" --prompt "$ids" -n "$mtp_n" --draft-max 3 --runs 1 -t "$threads" $extra 2>&1 |
                 grep '^median of 1:')" >>"$out/mtp-nextn.txt" || { echo "report.sh: nextn spec-bench failed on prompt $ids" >&2; exit 1; }
         done
     done
-    [ $dry = 1 ] && return 0
     python3 - "$out/mtp-nextn.txt" <<'EOF'
 import re, statistics, sys
 rows = {"adaptive": [], "fixed": []}
@@ -285,6 +286,7 @@ table_serve() {
     trap srv_stop EXIT
     local name c line
     local -A tps=()
+    log "per server and C in $clients: node bench/serve_load.mjs http://127.0.0.1:$port --clients C --requests $requests --max-tokens $maxtok"
     for name in nextn-plain nextn-mtp llama-plain llama-mtp; do
         case $name in
             nextn-plain) set -- "$nextn" serve -m "$model" --port "$port" -t "$threads" -np 8 -c 1024 ;;
@@ -326,13 +328,13 @@ table_serve() {
 
 table_quantize() {
     sitting "Quantize"
-    printf '\nWall time of `nextn quantize IN OUT q4_k_m` and `llama-quantize IN OUT Q4_K_M`%s on the same f16 file (page cache warm, output to the models folder).\n\n' \
+    printf '\nWall time of `nextn quantize IN OUT q4_k_m` and `llama-quantize IN OUT Q4_K_M`%s on the same f16 file (page cache warm, output into the --out folder).\n\n' \
         "$(not_given "$llama" llama-quantize)"
     printf '| input (f16) | MiB | nextn s | llama-quantize s | llama-quantize / nextn |\n|---|---:|---:|---:|---:|\n'
     local name f t0 nx lq mib
     for name in $quant_src; do
         f=$(make_file "$name")
-        log "$nextn quantize $f OUT q4_k_m -q"
+        log "$nextn quantize $f OUT q4_k_m -q -t $threads"
         lq="not measured"; nx=-
         if [ $dry = 0 ]; then
             cat "$f" >/dev/null
@@ -395,7 +397,7 @@ timed_cold() { local f=$1; shift; dd if="$f" iflag=nocache count=0 status=none 2
             quantize) table_quantize ;;
             load) table_load ;;
         esac
-        awk -v a="$t_area" -v b="$(now)" -v n="$a" 'BEGIN { printf "report.sh: %s took %.1f s\n", n, b - a }' >&2
+        [ $dry = 1 ] || awk -v a="$t_area" -v b="$(now)" -v n="$a" 'BEGIN { printf "report.sh: %s took %.1f s\n", n, b - a }' >&2
     done
 } >"$out/tables.md"
 if [ $dry = 1 ]; then
