@@ -195,7 +195,8 @@ pp = tg = "-"
 for r in csv.DictReader(sys.stdin):
     if int(r["n_prompt"]) == p and int(r["n_gen"]) == 0: pp = r["avg_ts"]
     if int(r["n_prompt"]) == 0 and int(r["n_gen"]) == n: tg = r["avg_ts"]
-print(pp, tg)' "$P" "$N")
+print(pp, tg)' "$P" "$N") || true   # a CSV without these columns: "-", with python's message on stderr
+    : "${pb_pp:=-}" "${pb_tg:=-}"
 }
 
 # ---- tables --------------------------------------------------------------------------------
