@@ -3,11 +3,7 @@
 # --quick runs every table's commands on the tiny presets and prints six tables with nextn figures
 # and "not measured" peer columns; a stub llama-bench's CSV lands in the llama.cpp columns and the
 # ratio; --write replaces only the text between the markers; --dry runs nothing; bad input exits 2.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-report.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 build=${NEXTN_BUILD:-build}
 report="${NEXTN_SRC:-.}/bench/report.sh"
 
