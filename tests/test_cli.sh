@@ -11,11 +11,12 @@ check "--help lists the quantize types, each one accepted by quantize" \
       'types=$("$NEXTN" --help | sed -n "s/^quantize types: //p" | tr -d ,) && [ $(echo $types | wc -w) -ge 20 ] &&
        echo " $types " | grep -q " iq4_xs " && echo " $types " | grep -q " q3_k_m " &&
        ( for t in $types; do "$NEXTN" quantize "$tmp/none.gguf" "$tmp/none-q.gguf" "$t" >/dev/null 2>&1; [ $? -eq 1 ] || { echo "  $t refused"; exit 1; }; done )'
-# --version: version, the commit built (git describe of the source tree, "unknown" outside git),
+# --version: version, the commit built (git describe of the source tree, "unknown" outside git:
+# a commit of this repository, not necessarily HEAD if something was committed since the build),
 # the build type, the ISA level the kernels use (NX_ISA lowers it)
 check "--version: version, commit, build type, ISA level" \
       '"$NEXTN" --version >"$tmp/v" && [ "$(sed -n 1p "$tmp/v")" = "$("$NEXTN" version | head -1)" ] && grep -q "^nextn [0-9]" "$tmp/v" &&
-       c=$(sed -n "s/^commit: //p" "$tmp/v") && { [ "$c" = unknown ] || git -C "$NEXTN_SRC" rev-parse HEAD | grep -q "^${c%-dirty}"; } &&
+       c=$(sed -n "s/^commit: //p" "$tmp/v") && { [ "$c" = unknown ] || git -C "$NEXTN_SRC" cat-file -e "${c%-dirty}^{commit}"; } &&
        grep -Eq "^build:  (Release|Debug|RelWithDebInfo|MinSizeRel)" "$tmp/v" && grep -Eq "^ISA:    (scalar|avx2|avx512)$" "$tmp/v" &&
        NX_ISA=scalar "$NEXTN" --version | grep -q "^ISA:    scalar (NX_ISA=scalar)$"'
 check "no args exits 2"       '"$NEXTN" >/dev/null 2>&1; [ $? -eq 2 ]'
