@@ -134,7 +134,7 @@ const nx_gemm_ops nx_gemm_q8_0_avx512 = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_
  * order (8 or 4), ds[16], dm[16] (nx_kprep_decode: the very values the 1-row kernel has in its
  * registers); a missing row has zero codes and scales. */
 #define KP_MR 4
-#define KP_NR 4
+#define KP_NR 2
 #define KP_W_STEP 640 /* 512 code bytes (q6_K: 256 used), ds, dm */
 
 static size_t k4_act_row_bytes(int64_t n) { return nx_prep_q8_K_row_bytes(n); }
@@ -166,46 +166,56 @@ static void q6_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n
     kp_pack_panel(NX_TYPE_Q6_K, w, row_bytes, rows, n, panel);
 }
 
-/* six: q6_K (steps of one super-block, the chain starts at corr, no mins term) rather than
- * q4_K / q5_K (steps of two super-blocks, two dpbusd chains of 4 added, then the mins term) */
+/* six: q6_K (steps of one super-block, 4 code vectors, the chain starts at corr, no mins term)
+ * rather than q4_K / q5_K (steps of two super-blocks, 8 code vectors from 0, then the mins term).
+ * KP_MR x KP_NR pairs per call, operands in registers as in q8_0_tile; a lane's int32 is the
+ * exact sum of its products whatever the order (the 1-row kernel's two chains of four included),
+ * and the float operations per step and pair are the 1-row kernel's. */
 ALWAYS_INLINE void kp_tile(bool six, int64_t n, const void *panel, const void *const *x, float *out) {
     const int64_t ns = nx_kprep_steps(six ? NX_TYPE_Q6_K : NX_TYPE_Q4_K, n);
     const size_t astep = six ? 384 : 640;
+    const int nq = six ? 4 : 8;
     __m512 acc[KP_MR][KP_NR];
-    for (int m = 0; m < KP_MR; m++)
-        for (int r = 0; r < KP_NR; r++) acc[m][r] = _mm512_setzero_ps();
+    const char *xa[KP_NR];
+    UNROLL for (int r = 0; r < KP_NR; r++) xa[r] = x[r];
+    UNROLL for (int m = 0; m < KP_MR; m++) UNROLL for (int r = 0; r < KP_NR; r++) acc[m][r] = _mm512_setzero_ps();
     for (int64_t is = 0; is < ns; is++) {
         const char *p = (const char *)panel + (size_t)is * KP_MR * KP_W_STEP;
-        for (int m = 0; m < KP_MR; m++) {
-            const char *pm = p + m * KP_W_STEP;
-            __m512i v[8];
-            for (int q = 0; q < (six ? 4 : 8); q++) v[q] = _mm512_load_si512(pm + 64 * q);
-            const __m512 ds = _mm512_load_ps(pm + 512), dm = _mm512_load_ps(pm + 576);
-            for (int r = 0; r < KP_NR; r++) {
-                const char *a = (const char *)x[r] + (size_t)is * astep;
-                if (six) {
-                    __m512i t = _mm512_load_si512(a + 256);
-                    for (int q = 0; q < 4; q++) t = _mm512_dpbusd_epi32(t, v[q], _mm512_load_si512(a + 64 * q));
-                    acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ds, _mm512_load_ps(a + 320)),
-                                                acc[m][r]);
-                } else {
-                    __m512i t = _mm512_setzero_si512(), u = _mm512_setzero_si512();
-                    for (int q = 0; q < 4; q++) {
-                        t = _mm512_dpbusd_epi32(t, v[q], _mm512_load_si512(a + 64 * q));
-                        u = _mm512_dpbusd_epi32(u, v[q + 4], _mm512_load_si512(a + 256 + 64 * q));
-                    }
-                    t = _mm512_add_epi32(t, u);
-                    acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ds, _mm512_load_ps(a + 576)),
-                                                acc[m][r]);
-                    acc[m][r] = _mm512_fnmadd_ps(dm, _mm512_load_ps(a + 512), acc[m][r]);
-                }
+        __m512i t[KP_MR][KP_NR];
+        UNROLL for (int m = 0; m < KP_MR; m++) UNROLL for (int r = 0; r < KP_NR; r++) t[m][r] =
+            six ? _mm512_load_si512(xa[r] + 256) : _mm512_setzero_si512();
+        UNROLL for (int q = 0; q < nq; q++) {
+            __m512i wv[KP_MR], av[KP_NR];
+            UNROLL for (int m = 0; m < KP_MR; m++) {
+                wv[m] = _mm512_load_si512(p + m * KP_W_STEP + 64 * q);
+                IN_REG(wv[m]);
+            }
+            UNROLL for (int r = 0; r < KP_NR; r++) {
+                av[r] = _mm512_load_si512(xa[r] + 64 * q);
+                IN_REG(av[r]);
+            }
+            UNROLL for (int m = 0; m < KP_MR; m++) UNROLL for (int r = 0; r < KP_NR; r++) t[m][r] =
+                _mm512_dpbusd_epi32(t[m][r], wv[m], av[r]);
+        }
+        UNROLL for (int m = 0; m < KP_MR; m++) {
+            const __m512 ds = _mm512_load_ps(p + m * KP_W_STEP + 512);
+            UNROLL for (int r = 0; r < KP_NR; r++) {
+                acc[m][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[m][r]),
+                                            _mm512_mul_ps(ds, _mm512_load_ps(xa[r] + (six ? 320 : 576))), acc[m][r]);
+                if (!six)
+                    acc[m][r] = _mm512_fnmadd_ps(_mm512_load_ps(p + m * KP_W_STEP + 576), _mm512_load_ps(xa[r] + 512),
+                                                 acc[m][r]);
             }
         }
+        UNROLL for (int r = 0; r < KP_NR; r++) xa[r] += astep;
     }
+    __m512 sums[16];
+    for (int i = 0; i < 16; i++) sums[i] = _mm512_setzero_ps();
     for (int r = 0; r < KP_NR; r++)
-        for (int m = 0; m < KP_MR; m++)
-            out[r * KP_MR + m] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[m][r]),
-                                                       _mm512_extractf32x8_ps(acc[m][r], 1)));
+        for (int m = 0; m < KP_MR; m++) sums[r * KP_MR + m] = acc[m][r];
+    float res[16];
+    _mm512_storeu_ps(res, hsum16(sums));
+    memcpy(out, res, sizeof(float) * KP_MR * KP_NR);
 }
 
 static void k4_tile(int64_t n, const void *panel, const void *const *x, float *out) {
