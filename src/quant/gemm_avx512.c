@@ -38,7 +38,8 @@
  * the same slot order, then 16 float dw (lane 2j+h = block j's scale); a missing block or row
  * has code 0 (stored 0x80) and scale 0, like the kernel's zero padding. */
 #define Q8_MR 4
-#define Q8_NR 2
+#define Q8_NR 2 /* activation rows per register block (pass) */
+#define Q8_NC 4 /* activation rows per call: Q8_NC / Q8_NR passes over the panel */
 #define Q8_ACT_STEP 384
 #define Q8_W_STEP 320
 
@@ -77,12 +78,12 @@ static void q8_0_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n
 #define IN_REG(v) __asm__("" : "+v"(v))
 #define UNROLL _Pragma("GCC unroll 8")
 
-/* Q8_MR x Q8_NR (weight row, activation row) pairs per call.  Per octet: Q8_MR + Q8_NR vector
+/* One pass: Q8_MR x Q8_NR (weight row, activation row) pairs.  Per octet: Q8_MR + Q8_NR vector
  * loads per code quarter feed Q8_MR * Q8_NR dpbusd from registers; every pair's chain starts
  * at its activation row's corrections and sees the four quarters in order, then cvt, mul
- * (dw x dy) and fmadd into the pair's accumulator: the 1-row kernel's operations.  The sixteen
- * horizontal sums are one transposed hsum16 (the very additions of hsum256). */
-static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float *out) {
+ * (dw x dy) and fmadd into the pair's accumulator: the 1-row kernel's operations.  Leaves
+ * sums[r * Q8_MR + m] = the accumulator of (weight row m, activation row r). */
+ALWAYS_INLINE void q8_pass(int64_t n, const void *panel, const void *const *x, __m512 *sums) {
     const int64_t steps = q8_steps(n);
     __m512 acc[Q8_MR][Q8_NR];
     const char *xa[Q8_NR];
@@ -113,16 +114,19 @@ static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float 
         }
         UNROLL for (int r = 0; r < Q8_NR; r++) xa[r] += Q8_ACT_STEP;
     }
-    __m512 sums[16];
-    for (int i = 0; i < 16; i++) sums[i] = _mm512_setzero_ps();
-    for (int r = 0; r < Q8_NR; r++)
-        for (int m = 0; m < Q8_MR; m++) sums[r * Q8_MR + m] = acc[m][r];
-    float res[16];
-    _mm512_storeu_ps(res, hsum16(sums));
-    memcpy(out, res, sizeof(float) * Q8_MR * Q8_NR);
+    UNROLL for (int r = 0; r < Q8_NR; r++) UNROLL for (int m = 0; m < Q8_MR; m++) sums[r * Q8_MR + m] = acc[m][r];
 }
 
-const nx_gemm_ops nx_gemm_q8_0_avx512 = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_pack_act,
+/* Q8_MR x Q8_NC outputs per call: Q8_NC / Q8_NR passes, then the sixteen horizontal sums as one
+ * transposed hsum16 (the very additions of hsum256). */
+static void q8_0_tile(int64_t n, const void *panel, const void *const *x, float *out) {
+    _Static_assert(Q8_MR * Q8_NC == 16 && Q8_NC % Q8_NR == 0, "hsum16 takes 16 sums");
+    __m512 sums[16];
+    for (int h = 0; h < Q8_NC / Q8_NR; h++) q8_pass(n, panel, x + h * Q8_NR, sums + h * Q8_NR * Q8_MR);
+    _mm512_storeu_ps(out, hsum16(sums));
+}
+
+const nx_gemm_ops nx_gemm_q8_0_avx512 = {Q8_MR, Q8_NC, q8_0_act_row_bytes, q8_0_pack_act,
                                          q8_0_panel_bytes, q8_0_pack_panel, q8_0_tile};
 
 /* ---- K formats ---------------------------------------------------------------------------------
@@ -134,7 +138,8 @@ const nx_gemm_ops nx_gemm_q8_0_avx512 = {Q8_MR, Q8_NR, q8_0_act_row_bytes, q8_0_
  * order (8 or 4), ds[16], dm[16] (nx_kprep_decode: the very values the 1-row kernel has in its
  * registers); a missing row has zero codes and scales. */
 #define KP_MR 4
-#define KP_NR 2
+#define KP_NR 2 /* activation rows per register block (pass) */
+#define KP_NC 4 /* activation rows per call */
 #define KP_W_STEP 640 /* 512 code bytes (q6_K: 256 used), ds, dm */
 
 static size_t k4_act_row_bytes(int64_t n) { return nx_prep_q8_K_row_bytes(n); }
@@ -168,10 +173,10 @@ static void q6_K_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n
 
 /* six: q6_K (steps of one super-block, 4 code vectors, the chain starts at corr, no mins term)
  * rather than q4_K / q5_K (steps of two super-blocks, 8 code vectors from 0, then the mins term).
- * KP_MR x KP_NR pairs per call, operands in registers as in q8_0_tile; a lane's int32 is the
+ * One pass: KP_MR x KP_NR pairs, operands in registers as in q8_pass; a lane's int32 is the
  * exact sum of its products whatever the order (the 1-row kernel's two chains of four included),
  * and the float operations per step and pair are the 1-row kernel's. */
-ALWAYS_INLINE void kp_tile(bool six, int64_t n, const void *panel, const void *const *x, float *out) {
+ALWAYS_INLINE void kp_pass(bool six, int64_t n, const void *panel, const void *const *x, __m512 *sums) {
     const int64_t ns = nx_kprep_steps(six ? NX_TYPE_Q6_K : NX_TYPE_Q4_K, n);
     const size_t astep = six ? 384 : 640;
     const int nq = six ? 4 : 8;
@@ -209,13 +214,15 @@ ALWAYS_INLINE void kp_tile(bool six, int64_t n, const void *panel, const void *c
         }
         UNROLL for (int r = 0; r < KP_NR; r++) xa[r] += astep;
     }
+    UNROLL for (int r = 0; r < KP_NR; r++) UNROLL for (int m = 0; m < KP_MR; m++) sums[r * KP_MR + m] = acc[m][r];
+}
+
+/* KP_MR x KP_NC outputs per call: KP_NC / KP_NR passes, then one hsum16 (as q8_0_tile). */
+ALWAYS_INLINE void kp_tile(bool six, int64_t n, const void *panel, const void *const *x, float *out) {
+    _Static_assert(KP_MR * KP_NC == 16 && KP_NC % KP_NR == 0, "hsum16 takes 16 sums");
     __m512 sums[16];
-    for (int i = 0; i < 16; i++) sums[i] = _mm512_setzero_ps();
-    for (int r = 0; r < KP_NR; r++)
-        for (int m = 0; m < KP_MR; m++) sums[r * KP_MR + m] = acc[m][r];
-    float res[16];
-    _mm512_storeu_ps(res, hsum16(sums));
-    memcpy(out, res, sizeof(float) * KP_MR * KP_NR);
+    for (int h = 0; h < KP_NC / KP_NR; h++) kp_pass(six, n, panel, x + h * KP_NR, sums + h * KP_NR * KP_MR);
+    _mm512_storeu_ps(out, hsum16(sums));
 }
 
 static void k4_tile(int64_t n, const void *panel, const void *const *x, float *out) {
@@ -225,9 +232,9 @@ static void q6_tile(int64_t n, const void *panel, const void *const *x, float *o
     kp_tile(true, n, panel, x, out);
 }
 
-const nx_gemm_ops nx_gemm_q4_K_avx512 = {KP_MR, KP_NR, k4_act_row_bytes, nx_prep_q8_K_from_blocks,
+const nx_gemm_ops nx_gemm_q4_K_avx512 = {KP_MR, KP_NC, k4_act_row_bytes, nx_prep_q8_K_from_blocks,
                                         k4_panel_bytes, q4_K_pack_panel, k4_tile};
-const nx_gemm_ops nx_gemm_q5_K_avx512 = {KP_MR, KP_NR, k4_act_row_bytes, nx_prep_q8_K_from_blocks,
+const nx_gemm_ops nx_gemm_q5_K_avx512 = {KP_MR, KP_NC, k4_act_row_bytes, nx_prep_q8_K_from_blocks,
                                         k4_panel_bytes, q5_K_pack_panel, k4_tile};
-const nx_gemm_ops nx_gemm_q6_K_avx512 = {KP_MR, KP_NR, q6_act_row_bytes, nx_prep_q8_K_q6_from_blocks,
+const nx_gemm_ops nx_gemm_q6_K_avx512 = {KP_MR, KP_NC, q6_act_row_bytes, nx_prep_q8_K_q6_from_blocks,
                                         q6_panel_bytes, q6_K_pack_panel, q6_tile};
