@@ -61,9 +61,12 @@ static void q8_0_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n
             for (int j = 0; j < 8; j++) {
                 const int64_t b = 8 * s + j;
                 const bool have = m < rows && b < nb;
-                for (int q = 0; q < 4; q++)
-                    for (int t = 0; t < 8; t++)
-                        p[64 * q + 8 * j + t] = (uint8_t)((have ? (uint8_t)wr[b].qs[8 * q + t] : 0) ^ 0x80);
+                for (int q = 0; q < 4; q++) { /* 8 codes at a time, + 128 (^ 0x80 per byte) */
+                    uint64_t c = 0;
+                    if (have) memcpy(&c, wr[b].qs + 8 * q, 8);
+                    c ^= 0x8080808080808080u;
+                    memcpy(p + 64 * q + 8 * j, &c, 8);
+                }
                 dw[2 * j] = dw[2 * j + 1] = have ? _cvtsh_ss(wr[b].d) : 0.0f;
             }
             memcpy(p + 256, dw, sizeof dw);
