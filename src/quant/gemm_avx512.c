@@ -51,24 +51,34 @@ static void q8_0_pack_act(const void *xq, void *xp, int64_t n) { nx_prep_q8_0_fr
 
 static size_t q8_0_panel_bytes(int64_t n) { return (size_t)q8_steps(n) * Q8_MR * Q8_W_STEP; }
 
+/* Codes of blocks w[0] and w[1] (only the first `have` of them read, the others zero), + 128. */
+static inline __m512i q8_pair_u(const nx_block_q8_0 *w, int have) {
+    const __m256i lo = have > 0 ? _mm256_loadu_si256((const __m256i *)w[0].qs) : _mm256_setzero_si256();
+    const __m256i hi = have > 1 ? _mm256_loadu_si256((const __m256i *)w[1].qs) : _mm256_setzero_si256();
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+}
+
+/* Per weight row and octet: the codes of blocks j = 0..7 (+ 128) transposed so that qword slot j
+ * of vector q holds codes 8q..8q+7 of block j (two stages of qword permutes), then the scales. */
 static void q8_0_pack_panel(const void *w, size_t row_bytes, int rows, int64_t n, void *panel) {
     const int64_t nb = n / NX_QK, steps = q8_steps(n);
+    const __m512i i01 = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13), i23 = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
     for (int m = 0; m < Q8_MR; m++) {
         const nx_block_q8_0 *wr = (const nx_block_q8_0 *)((const char *)w + (size_t)m * row_bytes);
         for (int64_t s = 0; s < steps; s++) {
-            uint8_t *p = (uint8_t *)panel + ((size_t)s * Q8_MR + (size_t)m) * Q8_W_STEP;
+            char *p = (char *)panel + ((size_t)s * Q8_MR + (size_t)m) * Q8_W_STEP;
+            const int cnt = m < rows ? (int)NX_MIN((int64_t)8, nb - 8 * s) : 0;
+            const nx_block_q8_0 *wb = wr + 8 * s;
+            const __m512i x0 = q8_pair_u(wb, NX_MIN(2, cnt)), x1 = q8_pair_u(wb + 2, NX_MAX(0, NX_MIN(2, cnt - 2)));
+            const __m512i x2 = q8_pair_u(wb + 4, NX_MAX(0, NX_MIN(2, cnt - 4))), x3 = q8_pair_u(wb + 6, NX_MAX(0, cnt - 6));
+            const __m512i a01 = _mm512_permutex2var_epi64(x0, i01, x1), a23 = _mm512_permutex2var_epi64(x0, i23, x1);
+            const __m512i b01 = _mm512_permutex2var_epi64(x2, i01, x3), b23 = _mm512_permutex2var_epi64(x2, i23, x3);
+            _mm512_store_si512(p, _mm512_shuffle_i64x2(a01, b01, 0x44));
+            _mm512_store_si512(p + 64, _mm512_shuffle_i64x2(a01, b01, 0xEE));
+            _mm512_store_si512(p + 128, _mm512_shuffle_i64x2(a23, b23, 0x44));
+            _mm512_store_si512(p + 192, _mm512_shuffle_i64x2(a23, b23, 0xEE));
             float dw[16];
-            for (int j = 0; j < 8; j++) {
-                const int64_t b = 8 * s + j;
-                const bool have = m < rows && b < nb;
-                for (int q = 0; q < 4; q++) { /* 8 codes at a time, + 128 (^ 0x80 per byte) */
-                    uint64_t c = 0;
-                    if (have) memcpy(&c, wr[b].qs + 8 * q, 8);
-                    c ^= 0x8080808080808080u;
-                    memcpy(p + 64 * q + 8 * j, &c, 8);
-                }
-                dw[2 * j] = dw[2 * j + 1] = have ? _cvtsh_ss(wr[b].d) : 0.0f;
-            }
+            for (int j = 0; j < 8; j++) dw[2 * j] = dw[2 * j + 1] = j < cnt ? _cvtsh_ss(wb[j].d) : 0.0f;
             memcpy(p + 256, dw, sizeof dw);
         }
     }
