@@ -458,29 +458,6 @@ ALWAYS_INLINE void kp_dot(int kind, int64_t n, float *out, const void *w, const 
     }
 }
 
-/* res[L] = hsum256(lower 8 + upper 8 lanes of s[L]) for L < 16, bit for bit: the additions of
- * hsum256 with the same operands, paired the same way, done for sixteen sums at once (a
- * transposed reduction; a float addition is commutative, so only the pairing matters).  With
- * v = lower + upper (v_i = a_i + a_{i+8}), hsum256 is ((v0 + v4) + (v2 + v6)) + ((v1 + v5) +
- * (v3 + v7)).  Stage 1 makes v of two sums per register, stage 2 s_i = v_i + v_{i+4} of four
- * (128-bit chunk k = sum k), stage 3 t0 = s0 + s2, t1 = s1 + s3 of eight, stage 4 t0 + t1 of all
- * sixteen, lane 4k + j holding the sum fed in as a[4j + k]: so a[i] = s[4 (i % 4) + i / 4]. */
-ALWAYS_INLINE __m512 hsum16(const __m512 *s) {
-    __m512 a[16], x[8], y[4], z[2];
-    for (int i = 0; i < 16; i++) a[i] = s[4 * (i % 4) + i / 4];
-    for (int p = 0; p < 8; p++)
-        x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    for (int q = 0; q < 4; q++)
-        y[q] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * q], x[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(x[2 * q], x[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    for (int u = 0; u < 2; u++)
-        z[u] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * u], y[2 * u + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(y[2 * u], y[2 * u + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 /* A tile: nw weight rows (in address order) against nr activation rows, in one call.  Every
  * (weight row, activation row) accumulator is made by kp_acc exactly as kp_rows makes it and
  * reduced by hsum16 (= hsum256 of lower + upper, as kp_store), so each result is bit-identical
