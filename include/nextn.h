@@ -233,6 +233,10 @@ typedef struct nextn_sampler_params {
     const nextn_logit_bias *logit_bias; /* n_logit_bias entries (default none); copied when a
                                          * sampler or a generator's sequence is set up */
     int32_t n_logit_bias;
+    const int32_t *ban;        /* n_ban token ids never sampled (default none; copied), e.g. the
+                                * end-of-generation tokens for llama.cpp's ignore_eos; unlike a
+                                * -inf logit_bias they leave nextn_sampler_logprobs unchanged */
+    int32_t n_ban;
 } nextn_sampler_params;
 
 nextn_sampler_params nextn_sampler_default_params(void);

@@ -442,6 +442,8 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
     ip.seed = p.seed;
     ip.logit_bias = (const nx_logit_bias *)p.logit_bias; /* same layout (checked below); copied */
     ip.n_logit_bias = p.n_logit_bias;
+    ip.ban = p.ban;
+    ip.n_ban = p.n_ban;
     nx_err ie;
     nextn_sampler *s = nx_calloc(1, sizeof *s, "sampler handle", &ie);
     if (!s) return pass(err, &ie);

@@ -44,6 +44,8 @@ static nx_sampler_params to_nx_sampling(const nextn_sampler_params *sm) {
     p.seed = sm->seed;
     p.logit_bias = (const nx_logit_bias *)sm->logit_bias; /* same layout (api.c checks it); copied */
     p.n_logit_bias = sm->n_logit_bias;
+    p.ban = sm->ban;
+    p.n_ban = sm->n_ban;
     return p;
 }
 

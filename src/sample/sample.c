@@ -28,14 +28,23 @@ struct nx_sampler {
     float *work;            /* [n_vocab] biased / penalised copy of the logits (only when needed) */
     const float *row;       /* the row the chain reads: the caller's logits, or `work` */
     nx_logit_bias *bias;    /* [n_bias] merged logit bias, increasing token ids */
-    int32_t n_bias, n_ban;  /* entries; entries at -inf */
+    int32_t n_bias, n_ban;  /* entries; entries at -inf, counting the bans below */
+    int32_t *ban;           /* [n_eog_ban] params.ban, increasing ids, not in bias as -inf */
+    int32_t n_eog_ban;
     nx_cand *cand;          /* [n_vocab] current candidate set */
     int32_t *hist;          /* accepted tokens, oldest first */
     int32_t n_hist, cap_hist;
     int32_t *win;           /* [penalty window] scratch for counting */
     int32_t cap_win;
     nx_dist own;            /* the distribution nx_sampler_sample draws from */
+    struct typ_ent *typ;    /* [n_vocab] typical-p scratch (only with typ_p < 1) */
 };
+
+/* A candidate with its typical-p score |-log p - H|. */
+typedef struct typ_ent {
+    double score;
+    nx_cand c;
+} typ_ent;
 
 /* ---- parameters -------------------------------------------------------------------------- */
 
@@ -44,6 +53,8 @@ nx_sampler_params nx_sampler_default_params(void) {
         .temp = 0.80f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .min_keep = 0,
         .penalty_last_n = 64, .penalty_repeat = 1.0f, .penalty_freq = 0.0f,
         .penalty_present = 0.0f, .seed = 0,
+        .typ_p = 1.0f, .top_n_sigma = -1.0f, .xtc_probability = 0.0f, .xtc_threshold = 0.1f,
+        .dynatemp_range = 0.0f, .dynatemp_exponent = 1.0f,
     };
     return p;
 }
@@ -65,6 +76,18 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
         return nx_fail(err, "sampler: min_p must be in [0, 1], got %g", p->min_p);
     if (p->min_keep < 0) return nx_fail(err, "sampler: min_keep must be >= 0, got %d", p->min_keep);
+    if (!(p->typ_p >= 0.0f && p->typ_p <= 1.0f))
+        return nx_fail(err, "sampler: typ_p must be in [0, 1], got %g", p->typ_p);
+    if (!isfinite(p->top_n_sigma))
+        return nx_fail(err, "sampler: top_n_sigma must be a finite number (<= 0: off), got %g", p->top_n_sigma);
+    if (!(p->xtc_probability >= 0.0f && p->xtc_probability <= 1.0f))
+        return nx_fail(err, "sampler: xtc_probability must be in [0, 1], got %g", p->xtc_probability);
+    if (!(p->xtc_threshold >= 0.0f && p->xtc_threshold <= 1.0f))
+        return nx_fail(err, "sampler: xtc_threshold must be in [0, 1] (> 0.5: off), got %g", p->xtc_threshold);
+    if (!(p->dynatemp_range >= 0.0f) || !isfinite(p->dynatemp_range))
+        return nx_fail(err, "sampler: dynatemp_range must be a finite number >= 0, got %g", p->dynatemp_range);
+    if (!(p->dynatemp_exponent >= 0.0f) || !isfinite(p->dynatemp_exponent))
+        return nx_fail(err, "sampler: dynatemp_exponent must be a finite number >= 0, got %g", p->dynatemp_exponent);
     if (p->penalty_last_n < -1)
         return nx_fail(err, "sampler: penalty_last_n must be >= -1 (-1 = whole history), got %d",
                        p->penalty_last_n);
@@ -74,6 +97,8 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
         return nx_fail(err, "sampler: frequency penalty must be finite, got %g", p->penalty_freq);
     if (!isfinite(p->penalty_present))
         return nx_fail(err, "sampler: presence penalty must be finite, got %g", p->penalty_present);
+    if (p->n_ban < 0 || (p->n_ban > 0 && !p->ban))
+        return nx_fail(err, "sampler: the ban list has %d entries and %s pointer", p->n_ban, p->ban ? "a" : "a NULL");
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
         return nx_fail(err, "sampler: logit_bias has %d entries and %s pointer", p->n_logit_bias,
                        p->logit_bias ? "a" : "a NULL");
@@ -133,6 +158,8 @@ void nx_sampler_free(nx_sampler *s) {
     free(s->hist);
     free(s->win);
     free(s->bias);
+    free(s->ban);
+    free(s->typ);
     nx_dist_free(&s->own);
     free(s);
 }
@@ -173,9 +200,32 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
         s->params.logit_bias = s->bias;
         s->params.n_logit_bias = n;
     }
+    s->params.ban = NULL;
+    s->params.n_ban = 0;
+    if (p->n_ban > 0) {
+        s->ban = nx_malloc((size_t)p->n_ban * sizeof *s->ban, "sampler bans", err);
+        if (!s->ban) {
+            nx_sampler_free(s);
+            return false;
+        }
+        for (int32_t i = 0; i < p->n_ban; i++) {
+            const int32_t t = p->ban[i];
+            if (t < 0 || t >= n_vocab) {
+                nx_fail(err, "sampler: ban[%d]: token %d is outside the vocabulary [0, %d)", i, t, n_vocab);
+                nx_sampler_free(s);
+                return false;
+            }
+            bool dup = false; /* a token banned twice, or already at -inf through logit_bias, once */
+            for (int32_t k = 0; k < s->n_eog_ban && !dup; k++) dup = s->ban[k] == t;
+            for (int32_t k = 0; k < s->n_bias && !dup; k++) dup = s->bias[k].token == t && s->bias[k].bias == -INFINITY;
+            if (!dup) s->ban[s->n_eog_ban++] = t;
+        }
+        s->n_ban += s->n_eog_ban;
+    }
     s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
     s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
-    if (!s->cand || !nx_dist_init(&s->own, n_vocab, err)) {
+    if (s->cand && p->typ_p < 1.0f) s->typ = nx_malloc((size_t)n_vocab * sizeof *s->typ, "sampler typical-p", err);
+    if (!s->cand || (p->typ_p < 1.0f && !s->typ) || !nx_dist_init(&s->own, n_vocab, err)) {
         nx_sampler_free(s);
         return false;
     }
@@ -247,11 +297,11 @@ static bool apply_penalties(nx_sampler *s, nx_err *err) {
 /* Points s->row at the logits the chain reads: the caller's row, or - with a logit bias or
  * active penalties - s->work holding the row with the bias added, then the penalties applied.
  * Fails (naming the token) when a bias makes a logit +inf or bans every finite token. */
-static bool prepare_row(nx_sampler *s, const float *logits, nx_err *err) {
+static bool prepare_row(nx_sampler *s, const float *logits, bool bans, nx_err *err) {
     const int32_t V = s->n_vocab;
     s->row = logits;
     const bool pen = penalties_active(&s->params) && s->n_hist > 0;
-    if (s->n_bias == 0 && !pen) return true;
+    if (s->n_bias == 0 && !pen && !(bans && s->n_eog_ban)) return true;
     memcpy(s->work, logits, (size_t)V * sizeof *s->work);
     for (int32_t i = 0; i < s->n_bias; i++) {
         const int32_t t = s->bias[i].token;
@@ -260,6 +310,8 @@ static bool prepare_row(nx_sampler *s, const float *logits, nx_err *err) {
             return nx_fail(err, "sampler: logit_bias %g makes the logit of token %d +inf", s->bias[i].bias, t);
     }
     if (pen && !apply_penalties(s, err)) return false;
+    if (bans)
+        for (int32_t i = 0; i < s->n_eog_ban; i++) s->work[s->ban[i]] = -INFINITY;
     s->row = s->work;
     if (s->n_ban > 0 && nx_sampler_all_banned(s, logits))
         return nx_fail(err, "sampler: logit_bias bans every token that has a finite logit (%d banned)", s->n_ban);
@@ -272,6 +324,7 @@ bool nx_sampler_all_banned(const nx_sampler *s, const float *logits) {
     for (int32_t i = 0; i < s->n_vocab; i++) finite += logits[i] > -INFINITY; /* NaN is not counted */
     for (int32_t i = 0; i < s->n_bias; i++)
         banned += s->bias[i].bias == -INFINITY && logits[s->bias[i].token] > -INFINITY;
+    for (int32_t i = 0; i < s->n_eog_ban; i++) banned += logits[s->ban[i]] > -INFINITY;
     return finite == banned;
 }
 
@@ -510,13 +563,119 @@ static void apply_min_p(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_kee
     *sorted = true;
 }
 
+static inline uint64_t position_key(uint64_t seed, int32_t k);
+static inline uint64_t mix64(uint64_t z);
+
+/* top-n-sigma: keeps cand[0..*n) with logit >= max - n * std, the statistics over every finite
+ * logit of the row (llama.cpp applies it to the whole vocabulary, before top-k).  The maximum
+ * stays, so *n >= 1.  Order kept. */
+static void apply_top_n_sigma(nx_sampler *s, int32_t *n) {
+    const float *row = s->row;
+    double sum = 0.0, mx = -INFINITY;
+    int64_t cnt = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (row[i] != -INFINITY) {
+            sum += row[i];
+            mx = row[i] > mx ? row[i] : mx;
+            cnt++;
+        }
+    const double mean = sum / (double)cnt;
+    double acc = 0.0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (row[i] != -INFINITY) acc += ((double)row[i] - mean) * ((double)row[i] - mean);
+    const double thr = mx - (double)s->params.top_n_sigma * sqrt(acc / (double)cnt);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < *n; i++)
+        if ((double)s->cand[i].logit >= thr) s->cand[kept++] = s->cand[i];
+    *n = kept;
+}
+
+static int cmp_typ(const void *pa, const void *pb) {
+    const typ_ent *a = pa, *b = pb;
+    if (a->score != b->score) return a->score < b->score ? -1 : 1;
+    return cmp_cand(&a->c, &b->c);
+}
+
+/* typical: the candidates by |-log p - H| (increasing), the shortest prefix whose mass exceeds
+ * typ_p, at least min_keep.  Leaves cand in that (unsorted) order. */
+static void apply_typical(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_keep) {
+    typ_ent *t = s->typ;
+    /* the softmax: into t[].score first (probabilities), then the scores */
+    float max_l = s->cand[0].logit;
+    for (int32_t i = 1; i < *n; i++) max_l = NX_MAX(max_l, s->cand[i].logit);
+    double sum = 0.0;
+    for (int32_t i = 0; i < *n; i++) {
+        t[i].c = s->cand[i];
+        sum += (t[i].score = exp((double)s->cand[i].logit - max_l));
+    }
+    double h = 0.0;
+    for (int32_t i = 0; i < *n; i++) {
+        t[i].score /= sum;
+        if (t[i].score > 0.0) h -= t[i].score * log(t[i].score);
+    }
+    for (int32_t i = 0; i < *n; i++) t[i].score = t[i].score > 0.0 ? fabs(-log(t[i].score) - h) : INFINITY;
+    qsort(t, (size_t)*n, sizeof *t, cmp_typ);
+    double cum = 0.0;
+    int32_t keep = *n;
+    for (int32_t i = 0; i < *n; i++) {
+        cum += exp((double)t[i].c.logit - max_l) / sum;
+        if (cum > s->params.typ_p && i + 1 >= min_keep) {
+            keep = i + 1;
+            break;
+        }
+    }
+    for (int32_t i = 0; i < keep; i++) s->cand[i] = t[i].c;
+    *n = keep;
+    *sorted = false;
+}
+
+/* XTC's uniform in [0, 1) at position k: keyed like the draw's noise, on a stream of its own. */
+static double xtc_uniform(uint64_t seed, int32_t k) {
+    return (double)(mix64(position_key(seed, k) ^ 0x5854432d63686f6bULL) >> 11) * 0x1.0p-53;
+}
+
+/* XTC: removes the candidates with probability >= threshold but the least likely of them. */
+static void apply_xtc(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_keep) {
+    const nx_sampler_params *p = &s->params;
+    if (*n < 2 || xtc_uniform(p->seed, s->n_hist) > (double)p->xtc_probability) return;
+    if (!*sorted) {
+        qsort(s->cand, (size_t)*n, sizeof *s->cand, cmp_cand);
+        *sorted = true;
+    }
+    float max_l = s->cand[0].logit;
+    double sum = 0.0;
+    for (int32_t i = 0; i < *n; i++) sum += exp((double)s->cand[i].logit - max_l);
+    int32_t last = 0; /* the last of the leading run with p >= threshold */
+    for (int32_t i = 0; i < *n; i++) {
+        if (exp((double)s->cand[i].logit - max_l) / sum >= (double)p->xtc_threshold) last = i;
+        else break;
+    }
+    if (last > 0 && *n - last >= min_keep) {
+        memmove(s->cand, s->cand + last, (size_t)(*n - last) * sizeof *s->cand);
+        *n -= last;
+    }
+}
+
+/* The point mass on the best candidate (ties: lowest id). */
+static void greedy_dist(const nx_cand *cand, int32_t n, nx_dist *out) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (cand_better(cand[i], cand[b])) b = i;
+    out->ids[0] = cand[b].id;
+    out->probs[0] = 1.0f;
+    out->n = 1;
+}
+
 bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err) {
     const nx_sampler_params *p = &s->params;
     const int32_t V = s->n_vocab;
     if (out->cap < V) return nx_fail(err, "sampler: distribution capacity %d is below the vocabulary size %d", out->cap, V);
-    if (!check_row(logits, V, err) || !prepare_row(s, logits, err)) return false;
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, true, err)) return false;
+    const bool typical = p->typ_p < 1.0f, xtc = p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f,
+               dyn = p->dynatemp_range > 0.0f;
 
-    if (p->temp <= 0.0f) { /* greedy: point mass on the argmax, ties to the lowest id */
+    if (p->temp <= 0.0f && !typical && !xtc && !dyn) {
+        /* greedy: point mass on the argmax, ties to the lowest id (every other filter keeps it) */
         out->ids[0] = nx_argmax(s->row, V);
         out->probs[0] = 1.0f;
         out->n = 1;
@@ -536,10 +695,32 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
         sorted = false;
     }
     /* n >= 1: check_row found a finite logit, prepare_row checked that the bias left one, and
-     * penalties keep finite logits finite. */
+     * penalties keep finite logits finite.  top-n-sigma before top-k in llama.cpp's order: the
+     * same set either way (both keep the largest logits). */
+    if (p->top_n_sigma > 0.0f) apply_top_n_sigma(s, &n);
+    if (typical) apply_typical(s, &n, &sorted, min_keep);
     if (p->top_p < 1.0f) apply_top_p(s, &n, &sorted, min_keep);
     if (p->min_p > 0.0f) apply_min_p(s, &n, &sorted, min_keep);
-    softmax_to_dist(s->cand, n, p->temp, out);
+    if (xtc) apply_xtc(s, &n, &sorted, min_keep);
+    if (!sorted && (typical || p->top_n_sigma > 0.0f)) { /* a truncation: the entries by probability */
+        qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_cand);
+        sorted = true;
+    }
+    float temp = p->temp;
+    if (dyn && n > 1) {
+        double h = 0.0, sum = 0.0;
+        float max_l = s->cand[0].logit;
+        for (int32_t i = 1; i < n; i++) max_l = NX_MAX(max_l, s->cand[i].logit);
+        for (int32_t i = 0; i < n; i++) sum += exp((double)s->cand[i].logit - max_l);
+        for (int32_t i = 0; i < n; i++) {
+            const double q = exp((double)s->cand[i].logit - max_l) / sum;
+            if (q > 0.0) h -= q * log(q);
+        }
+        const double lo = fmax(0.0, (double)p->temp - p->dynatemp_range), hi = (double)p->temp + p->dynatemp_range;
+        temp = (float)(lo + (hi - lo) * pow(h / log((double)n), (double)p->dynatemp_exponent));
+    }
+    if (temp <= 0.0f) greedy_dist(s->cand, n, out);
+    else softmax_to_dist(s->cand, n, temp, out);
     return true;
 }
 
@@ -605,7 +786,7 @@ bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int3
     if (token < 0 || token >= V) return nx_fail(err, "logprobs: token %d out of range (vocabulary %d)", token, V);
     if (n_top < 0 || n_top > NX_SAMPLER_MAX_TOP_LOGPROBS)
         return nx_fail(err, "logprobs: %d top entries asked (0..%d)", n_top, NX_SAMPLER_MAX_TOP_LOGPROBS);
-    if (!check_row(logits, V, err) || !prepare_row(s, logits, err)) return false;
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, false, err)) return false;
     const float *row = s->row;
     float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;

@@ -562,6 +562,12 @@ cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ct
         else cJSON_AddItemToArray(pair, cJSON_CreateNumber(r->logit_bias[i].bias));
         cJSON_AddItemToArray(lb, pair);
     }
+    for (int32_t i = 0; s->ban && i < s->n_ban; i++) { /* ignore_eos's end-of-generation bans */
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(s->ban[i]));
+        cJSON_AddItemToArray(pair, cJSON_CreateFalse());
+        cJSON_AddItemToArray(lb, pair);
+    }
     cJSON_AddNumberToObject(o, "n_probs", r->n_probs > 0 ? r->n_probs : 0);
     cJSON *stop = cJSON_AddArrayToObject(o, "stop");
     for (int i = 0; i < r->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(r->stop[i]));

@@ -561,10 +561,11 @@ bool nx_srv_parse_body(const char *body, size_t len, nx_srv_api api, const nx_sr
     if (ok && model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
             ok = bad(status, 400, err, "'%s' must be a string", "model");
-        } else if (d->model_name && strcmp(model->valuestring, d->model_name) != 0 &&
+        } else if (d->strict_model && d->model_name && strcmp(model->valuestring, d->model_name) != 0 &&
                    !nx_srv_model_alias(d, model->valuestring)) {
             *status = 404;
-            ok = nx_fail(err, "'model': no model '%.200s' here; this server serves '%s' (GET /v1/models)",
+            ok = nx_fail(err, "'model': no model '%.200s' here; this server serves '%s' (GET /v1/models; "
+                               "started with --strict-model-name)",
                          model->valuestring, d->model_name);
         }
     }
@@ -607,6 +608,17 @@ static bool parse_logprobs(const cJSON *o, nx_srv_api api, nx_srv_req *r, int *s
     if (!get_int(o, np && !cJSON_IsNull(np) ? "n_probs" : "logprobs", 0, max, &n, status, err)) return false;
     r->n_probs = n > 0 ? n : -1;
     return true;
+}
+
+/* ignore_eos, as llama-server: a -inf bias on every end-of-generation token for sampling (the
+ * sampler's ban list: the reported log-probabilities, like llama-server's n_probs, do not see it),
+ * listed after the request's own entries in generation_settings.logit_bias; generation does not
+ * stop at one either (srv_engine.c). */
+static void ban_eog(nx_srv_req *r, const nx_tokenizer *t) {
+    uint32_t n_eog = 0;
+    const int32_t *eog = nx_tokenizer_eog_ids(t, &n_eog); /* the tokenizer's: outlives the request */
+    r->smp.ban = n_eog ? eog : NULL;
+    r->smp.n_ban = (int32_t)n_eog;
 }
 
 bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *d, nextn_tokenizer *tok,
@@ -663,6 +675,7 @@ bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *
                                      &r->smp.n_logit_bias, status, err);
         r->smp.logit_bias = r->logit_bias;
     }
+    if (ok && r->ignore_eos && tok) ban_eog(r, (const nx_tokenizer *)tok);
     return ok;
 }
 
