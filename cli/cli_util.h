@@ -89,6 +89,21 @@ void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p);
         {"--presence-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_present, "X", "presence penalty (default 0)", -1e6, \
          1e6, NULL, false},                                                                                         \
         {"--frequency-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_freq, "X", "frequency penalty (default 0)", -1e6,  \
+         1e6, NULL, false},                                                                                         \
+        NX_CLI_SAMPLER_MORE_ARGS(sp)
+
+/* llama.cpp's further samplers under llama-cli's flag names (run, chat; serve: the defaults). */
+#define NX_CLI_SAMPLER_MORE_ARGS(sp)                                                                                \
+    {"--typical", NULL, NX_ARG_FLOAT, &(sp).typ_p, "P", "locally typical sampling, 1 off (default 1)", 0, 1, NULL, false}, \
+        {"--top-nsigma", NULL, NX_ARG_FLOAT, &(sp).top_n_sigma, "N", "top-n-sigma: logits >= max - N std, <= 0 off (default -1)", \
+         -1e6, 1e6, NULL, false},                                                                                   \
+        {"--xtc-probability", NULL, NX_ARG_FLOAT, &(sp).xtc_probability, "P", "XTC: chance per token, 0 off (default 0)", 0, 1, \
+         NULL, false},                                                                                              \
+        {"--xtc-threshold", NULL, NX_ARG_FLOAT, &(sp).xtc_threshold, "P", "XTC: probability threshold, > 0.5 off (default 0.1)", \
+         0, 1, NULL, false},                                                                                        \
+        {"--dynatemp-range", NULL, NX_ARG_FLOAT, &(sp).dynatemp_range, "X", "dynamic temperature: temp +- X, 0 off (default 0)", \
+         0, 1e6, NULL, false},                                                                                      \
+        {"--dynatemp-exp", NULL, NX_ARG_FLOAT, &(sp).dynatemp_exponent, "X", "dynamic temperature exponent (default 1)", 0, \
          1e6, NULL, false}
 
 /* The speculative-decoding options of run and chat: `choice` indexes nx_cli_spec_names (0 none,

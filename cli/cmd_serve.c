@@ -46,6 +46,7 @@ int cmd_serve(int argc, char **argv) {
         {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "default top-k, 0 off (default 40)", 0, 1e9, NULL, false},
         {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "default top-p (default 0.95)", 0, 1, NULL, false},
         {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "default min-p (default 0.05)", 0, 1, NULL, false},
+        NX_CLI_SAMPLER_MORE_ARGS(sp),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "default sampling seed (default: from the clock)", 0, 0, NULL, false},
         {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health and /v1/models", 0, 0, NULL, false},
         {"--models-need-key", NULL, NX_ARG_FLAG, &models_need_key, NULL, "--api-key guards /v1/models too (default: it is public, as llama-server's)", 0, 0, NULL, false},

@@ -230,6 +230,13 @@ typedef struct nextn_sampler_params {
     float penalty_freq;        /* default 0 */
     float penalty_present;     /* default 0 */
     uint64_t seed;             /* default 0 */
+    /* llama.cpp's further samplers, in its order and semantics (docs/cli.md "Sampling") */
+    float typ_p;               /* locally typical sampling, default 1 (off) */
+    float top_n_sigma;         /* keep logits >= max - n * std, default -1 (off) */
+    float xtc_probability;     /* XTC, default 0 (off) */
+    float xtc_threshold;       /* XTC, default 0.1 (> 0.5 off) */
+    float dynatemp_range;      /* dynamic temperature temp +- range, default 0 (off) */
+    float dynatemp_exponent;   /* default 1 */
     const nextn_logit_bias *logit_bias; /* n_logit_bias entries (default none); copied when a
                                          * sampler or a generator's sequence is set up */
     int32_t n_logit_bias;

@@ -247,6 +247,30 @@ if (mode === "clients") {
   }
   check("ignore_eos: the banned tokens are the end-of-generation ones (<|endoftext|>, <|im_end|>, ...)",
     texts.length > 0 && texts.every((t) => /^<\|[a-z_]+\|>$/.test(t ?? "")) && texts.includes("<|endoftext|>"), texts);
+  // llama.cpp's further samplers are honoured: XTC at probability 1 and threshold 0 on the top 2
+  // removes the best, so greedy takes the second-best token
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, temperature: 0, n_probs: 2 } });
+  const alt = json(r.body)?.completion_probabilities?.[0]?.top_logprobs?.[1]?.id;
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, temperature: 0, top_k: 2,
+    xtc_probability: 1, xtc_threshold: 0, return_tokens: true } });
+  j = json(r.body);
+  check("xtc_probability 1, xtc_threshold 0, top_k 2, greedy: the second-best token", alt !== undefined && j?.tokens?.[0] === alt, [alt, j?.tokens]);
+  check("generation_settings: XTC's fields and 'xtc' in the sampler list", j?.generation_settings?.xtc_probability === 1 &&
+    j.generation_settings.xtc_threshold === 0 && JSON.stringify(j.generation_settings.samplers) === '["penalties","top_k","top_p","min_p","xtc","temperature"]',
+    j?.generation_settings);
+  r = await req("POST", "/v1/completions", { key, body: { prompt: "In the beginning", max_tokens: 2, seed: 3, typ_p: 0.9, top_n_sigma: 2,
+    dynatemp_range: 0.5, dynatemp_exponent: 2, typical_p: 0.8 } });
+  check("typ_p / typical_p, top_n_sigma, dynatemp_*: 200", r.status === 200, r.body.slice(0, 300));
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, typical_p: 0.7, top_n_sigma: 1.5,
+    dynatemp_range: 0.25, samplers: ["top_n_sigma", "top_k", "typ_p", "temperature"] } });
+  j = json(r.body)?.generation_settings;
+  check("generation_settings reports them; samplers in llama.cpp's order", r.status === 200 && Math.abs(j?.typical_p - 0.7) < 1e-6 &&
+    j.top_n_sigma === 1.5 && j.dynatemp_range === 0.25 && JSON.stringify(j.samplers) === '["top_n_sigma","top_k","typ_p","temperature"]', j);
+  for (const [what, body, re] of [["typ_p 1.5", { typ_p: 1.5 }, /'typ_p'/], ["xtc_threshold -1", { xtc_threshold: -1 }, /'xtc_threshold'/],
+    ["samplers out of llama.cpp's order", { samplers: ["xtc", "top_k"] }, /samplers/], ["dry_multiplier (not here yet)", { dry_multiplier: 0.8 }, /'dry_multiplier'/]]) {
+    r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, ...body } });
+    check(`${what}: 400 naming it`, r.status === 400 && re.test(json(r.body)?.error?.message ?? ""), [r.status, r.body]);
+  }
   r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 2 } });
   check("without ignore_eos: no ban listed", r.status === 200 && (json(r.body)?.generation_settings?.logit_bias ?? [1]).length === 0, r.body.slice(0, 300));
   process.exit(failed);

@@ -465,6 +465,9 @@ static const param_rule PARAMS[] = {
     {"parallel_tool_calls", FOR_CHAT, NULL}, {"chat_template_kwargs", FOR_CHAT, NULL}, {"cache_prompt", FOR_ALL, NULL},
     {"add_generation_prompt", FOR_CHAT, NULL}, {"continue_final_message", FOR_CHAT, NULL},
     {"logit_bias", FOR_ALL, NULL}, {"id_slot", FOR_ALL, NULL}, {"samplers", FOR_ALL, NULL},
+    {"typical_p", FOR_ALL, NULL}, {"typ_p", FOR_ALL, NULL}, {"top_n_sigma", FOR_ALL, NULL},
+    {"xtc_probability", FOR_ALL, NULL}, {"xtc_threshold", FOR_ALL, NULL}, {"dynatemp_range", FOR_ALL, NULL},
+    {"dynatemp_exponent", FOR_ALL, NULL},
     {"logprobs", FOR_ALL, NULL}, {"top_logprobs", FOR_CHAT, NULL}, {"n_probs", FOR_LLAMA, NULL},
     {"return_tokens", FOR_LLAMA, NULL}, {"input_prefix", FOR_INFILL, NULL}, {"input_suffix", FOR_INFILL, NULL},
     {"input_extra", FOR_INFILL, NULL},
@@ -477,8 +480,7 @@ static const param_rule PARAMS[] = {
     {"modalities", FOR_CHAT, "[\"text\"]"}, {"audio", FOR_CHAT, NULL /* null only: checked below */},
     {"prediction", FOR_CHAT, NULL}, {"functions", FOR_CHAT, NULL}, {"function_call", FOR_CHAT, NULL},
     {"web_search_options", FOR_CHAT, NULL}, {"reasoning_effort", FOR_CHAT, NULL},
-    {"n_probs", FOR_BOTH, "0"}, {"typical_p", FOR_ALL, "1"}, {"mirostat", FOR_ALL, "0"},
-    {"dynatemp_range", FOR_ALL, "0"}, {"xtc_probability", FOR_ALL, "0"}, {"dry_multiplier", FOR_ALL, "0"},
+    {"n_probs", FOR_BOTH, "0"}, {"mirostat", FOR_ALL, "0"}, {"dry_multiplier", FOR_ALL, "0"},
     {"grammar", FOR_ALL, "\"\""}, {"json_schema", FOR_ALL, "{}"}, {"n_keep", FOR_ALL, "0"},
     {"return_tokens", FOR_BOTH, "false"}, {"timings_per_token", FOR_ALL, "false"},
     {"post_sampling_probs", FOR_ALL, "false"}, {"min_keep", FOR_ALL, "0"}, {"n_indent", FOR_LLAMA, "0"},
@@ -644,7 +646,15 @@ bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *
          get_float(o, "presence_penalty", -2, 2, &r->smp.penalty_present, status, err) &&
          get_float(o, "frequency_penalty", -2, 2, &r->smp.penalty_freq, status, err) &&
          get_float(o, "repeat_penalty", 0.01, 100, &r->smp.penalty_repeat, status, err) &&
-         get_int(o, "repeat_last_n", -1, 1e9, &r->smp.penalty_last_n, status, err);
+         get_int(o, "repeat_last_n", -1, 1e9, &r->smp.penalty_last_n, status, err) &&
+         /* llama.cpp's further samplers (llama-server's names; typ_p as its web UI and CLI say it) */
+         get_float(o, "typical_p", 0, 1, &r->smp.typ_p, status, err) &&
+         get_float(o, "typ_p", 0, 1, &r->smp.typ_p, status, err) &&
+         get_float(o, "top_n_sigma", -1e6, 1e6, &r->smp.top_n_sigma, status, err) &&
+         get_float(o, "xtc_probability", 0, 1, &r->smp.xtc_probability, status, err) &&
+         get_float(o, "xtc_threshold", 0, 1, &r->smp.xtc_threshold, status, err) &&
+         get_float(o, "dynatemp_range", 0, 100, &r->smp.dynatemp_range, status, err) &&
+         get_float(o, "dynatemp_exponent", 0, 100, &r->smp.dynatemp_exponent, status, err);
     if (ok) {
         double seed = -1;
         ok = get_num(o, "seed", -1, 9007199254740991.0, &seed, status, err);
