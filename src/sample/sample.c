@@ -38,6 +38,9 @@ struct nx_sampler {
     int32_t cap_win;
     nx_dist own;            /* the distribution nx_sampler_sample draws from */
     struct typ_ent *typ;    /* [n_vocab] typical-p scratch (only with typ_p < 1) */
+    int32_t *dry_tok, *dry_len, n_dry; /* own copy of the DRY breakers (params point here) */
+    int32_t *dry_cnt;       /* [cap_dry] DRY scratch: repeat counts, then (token, length) pairs */
+    int32_t cap_dry;
 };
 
 /* A candidate with its typical-p score |-log p - H|. */
@@ -55,6 +58,7 @@ nx_sampler_params nx_sampler_default_params(void) {
         .penalty_present = 0.0f, .seed = 0,
         .typ_p = 1.0f, .top_n_sigma = -1.0f, .xtc_probability = 0.0f, .xtc_threshold = 0.1f,
         .dynatemp_range = 0.0f, .dynatemp_exponent = 1.0f,
+        .dry_multiplier = 0.0f, .dry_base = 1.75f, .dry_allowed_length = 2, .dry_penalty_last_n = -1,
     };
     return p;
 }
@@ -86,6 +90,19 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
         return nx_fail(err, "sampler: xtc_threshold must be in [0, 1] (> 0.5: off), got %g", p->xtc_threshold);
     if (!(p->dynatemp_range >= 0.0f) || !isfinite(p->dynatemp_range))
         return nx_fail(err, "sampler: dynatemp_range must be a finite number >= 0, got %g", p->dynatemp_range);
+    if (!(p->dry_multiplier >= 0.0f) || !isfinite(p->dry_multiplier) || !isfinite(p->dry_base))
+        return nx_fail(err, "sampler: dry_multiplier must be finite and >= 0 and dry_base finite, got %g and %g",
+                       p->dry_multiplier, p->dry_base);
+    if (p->dry_allowed_length < 0)
+        return nx_fail(err, "sampler: dry_allowed_length must be >= 0, got %d", p->dry_allowed_length);
+    if (p->dry_penalty_last_n < -1)
+        return nx_fail(err, "sampler: dry_penalty_last_n must be >= -1 (-1 = whole history), got %d",
+                       p->dry_penalty_last_n);
+    if (p->n_dry_breakers < 0 || (p->n_dry_breakers > 0 && (!p->dry_breakers || !p->dry_breaker_lens)))
+        return nx_fail(err, "sampler: %d DRY sequence breakers without their arrays", p->n_dry_breakers);
+    for (int32_t i = 0; i < p->n_dry_breakers; i++)
+        if (p->dry_breaker_lens[i] < 1 || p->dry_breaker_lens[i] > 64)
+            return nx_fail(err, "sampler: DRY sequence breaker %d has %d tokens (1..64)", i, p->dry_breaker_lens[i]);
     if (!(p->dynatemp_exponent >= 0.0f) || !isfinite(p->dynatemp_exponent))
         return nx_fail(err, "sampler: dynatemp_exponent must be a finite number >= 0, got %g", p->dynatemp_exponent);
     if (p->penalty_last_n < -1)
@@ -114,6 +131,10 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
 static int cmp_bias(const void *a, const void *b) {
     const int32_t x = ((const nx_logit_bias *)a)->token, y = ((const nx_logit_bias *)b)->token;
     return (x > y) - (x < y);
+}
+
+static bool dry_active(const nx_sampler_params *p) {
+    return p->dry_multiplier != 0.0f && p->dry_base >= 1.0f && p->dry_penalty_last_n != 0;
 }
 
 static bool penalties_active(const nx_sampler_params *p) {
@@ -160,6 +181,9 @@ void nx_sampler_free(nx_sampler *s) {
     free(s->bias);
     free(s->ban);
     free(s->typ);
+    free(s->dry_tok);
+    free(s->dry_len);
+    free(s->dry_cnt);
     nx_dist_free(&s->own);
     free(s);
 }
@@ -199,6 +223,32 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
         s->n_bias = n;
         s->params.logit_bias = s->bias;
         s->params.n_logit_bias = n;
+    }
+    s->params.dry_breakers = s->params.dry_breaker_lens = NULL;
+    s->params.n_dry_breakers = 0;
+    if (p->n_dry_breakers > 0) {
+        int32_t total = 0;
+        for (int32_t i = 0; i < p->n_dry_breakers; i++) total += p->dry_breaker_lens[i];
+        s->dry_tok = nx_malloc((size_t)total * sizeof *s->dry_tok, "sampler DRY breakers", err);
+        s->dry_len = s->dry_tok ? nx_malloc((size_t)p->n_dry_breakers * sizeof *s->dry_len, "sampler DRY breakers", err)
+                                : NULL;
+        if (!s->dry_len) {
+            nx_sampler_free(s);
+            return false;
+        }
+        for (int32_t i = 0; i < total; i++)
+            if (p->dry_breakers[i] < 0 || p->dry_breakers[i] >= n_vocab) {
+                nx_fail(err, "sampler: a DRY sequence breaker holds token %d, outside the vocabulary [0, %d)",
+                        p->dry_breakers[i], n_vocab);
+                nx_sampler_free(s);
+                return false;
+            }
+        memcpy(s->dry_tok, p->dry_breakers, (size_t)total * sizeof *s->dry_tok);
+        memcpy(s->dry_len, p->dry_breaker_lens, (size_t)p->n_dry_breakers * sizeof *s->dry_len);
+        s->n_dry = p->n_dry_breakers;
+        s->params.dry_breakers = s->dry_tok;
+        s->params.dry_breaker_lens = s->dry_len;
+        s->params.n_dry_breakers = s->n_dry;
     }
     s->params.ban = NULL;
     s->params.n_ban = 0;
@@ -241,7 +291,7 @@ void nx_sampler_reset(nx_sampler *s) { s->n_hist = 0; }
 bool nx_sampler_accept(nx_sampler *s, int32_t token, nx_err *err) {
     if (token < 0 || token >= s->n_vocab)
         return nx_fail(err, "sampler: accepted token id %d is outside the vocabulary [0, %d)", token, s->n_vocab);
-    if (s->params.penalty_last_n == 0) {
+    if (s->params.penalty_last_n == 0 && !dry_active(&s->params)) {
         s->n_hist++; /* only the count matters (rollback bookkeeping) */
         return true;
     }
@@ -294,6 +344,77 @@ static bool apply_penalties(nx_sampler *s, nx_err *err) {
     return true;
 }
 
+typedef struct dry_pair {
+    int32_t token, len;
+} dry_pair;
+
+static int cmp_dry(const void *a, const void *b) {
+    const dry_pair *x = a, *y = b;
+    if (x->token != y->token) return (x->token > y->token) - (x->token < y->token);
+    return (x->len < y->len) - (x->len > y->len); /* longest first */
+}
+
+/* The window DRY reads: the last dry_penalty_last_n accepted tokens (-1: all). */
+static int32_t dry_window(const nx_sampler *s) {
+    const int32_t n = s->params.dry_penalty_last_n;
+    return n < 0 ? s->n_hist : NX_MIN(n, s->n_hist);
+}
+
+/* DRY on s->work (sample.h): h[-i] is the i-th token from the end of the window. */
+static bool apply_dry(nx_sampler *s, nx_err *err) {
+    const nx_sampler_params *p = &s->params;
+    const int32_t N = dry_window(s), A = p->dry_allowed_length;
+    if (N <= A) return true;
+    const int32_t *h = s->hist + s->n_hist - 1;
+    /* the repeat limit: back to the most recent breaker (the longest breaker ending there) */
+    int32_t limit = N;
+    for (int32_t i = 0; i < N; i++) {
+        int32_t longest = -1;
+        for (int32_t b = 0, off = 0; b < s->n_dry; off += s->dry_len[b++]) {
+            const int32_t tail = s->dry_len[b] - 1;
+            if (s->dry_tok[off] != h[-i] || tail <= longest || tail > i) continue;
+            bool match = true;
+            for (int32_t o = 0; o < tail && match; o++) match = s->dry_tok[off + 1 + o] == h[-(i - o - 1)];
+            if (match) longest = tail;
+        }
+        if (longest >= 0) {
+            limit = i - longest;
+            break;
+        }
+    }
+    if (limit < A) return true;
+    if (s->cap_dry < 2 * N) {
+        int32_t *c = realloc(s->dry_cnt, (size_t)2 * (size_t)N * sizeof *c);
+        if (!c) return nx_fail(err, "sampler: out of memory for a DRY window of %d tokens", N);
+        s->dry_cnt = c;
+        s->cap_dry = 2 * N;
+    }
+    /* each earlier place k back where the window's suffix repeats (length L, capped at the
+     * limit): the token after it, h[-(k - 1)], would extend the repeat */
+    dry_pair *pairs = (dry_pair *)s->dry_cnt;
+    int32_t np = 0;
+    for (int32_t k = 1; k < N; k++) {
+        int32_t len = 0;
+        while (len + k < N && len < limit && h[-len] == h[-(len + k)]) len++;
+        if (len >= A) pairs[np++] = (dry_pair){h[-(k - 1)], len};
+    }
+    if (np == 0) return true;
+    qsort(pairs, (size_t)np, sizeof *pairs, cmp_dry);
+    int max_exp = 0; /* keeps base^exp finite in float (log(FLT_MAX) = 88.72) */
+    if (p->dry_base > 1.000001f) max_exp = (int)(88.7228391f / logf(p->dry_base));
+    for (int32_t i = 0; i < np; i++) {
+        if (i > 0 && pairs[i].token == pairs[i - 1].token) continue; /* its longest came first */
+        bool single_breaker = false;
+        for (int32_t b = 0, off = 0; b < s->n_dry && !single_breaker; off += s->dry_len[b++])
+            single_breaker = s->dry_len[b] == 1 && s->dry_tok[off] == pairs[i].token;
+        if (single_breaker) continue;
+        int e = pairs[i].len - A;
+        if (max_exp > 0 && e > max_exp) e = max_exp;
+        s->work[pairs[i].token] -= p->dry_multiplier * powf(p->dry_base, (float)e);
+    }
+    return true;
+}
+
 /* Points s->row at the logits the chain reads: the caller's row, or - with a logit bias or
  * active penalties - s->work holding the row with the bias added, then the penalties applied.
  * Fails (naming the token) when a bias makes a logit +inf or bans every finite token. */
@@ -301,7 +422,8 @@ static bool prepare_row(nx_sampler *s, const float *logits, bool bans, nx_err *e
     const int32_t V = s->n_vocab;
     s->row = logits;
     const bool pen = penalties_active(&s->params) && s->n_hist > 0;
-    if (s->n_bias == 0 && !pen && !(bans && s->n_eog_ban)) return true;
+    const bool dry = dry_active(&s->params) && dry_window(s) > s->params.dry_allowed_length;
+    if (s->n_bias == 0 && !pen && !dry && !(bans && s->n_eog_ban)) return true;
     memcpy(s->work, logits, (size_t)V * sizeof *s->work);
     for (int32_t i = 0; i < s->n_bias; i++) {
         const int32_t t = s->bias[i].token;
@@ -310,6 +432,7 @@ static bool prepare_row(nx_sampler *s, const float *logits, bool bans, nx_err *e
             return nx_fail(err, "sampler: logit_bias %g makes the logit of token %d +inf", s->bias[i].bias, t);
     }
     if (pen && !apply_penalties(s, err)) return false;
+    if (dry && !apply_dry(s, err)) return false;
     if (bans)
         for (int32_t i = 0; i < s->n_eog_ban; i++) s->work[s->ban[i]] = -INFINITY;
     s->row = s->work;

@@ -23,8 +23,17 @@
  * The further samplers (llama.cpp's, in its default order: src/llama-sampler.cpp, common/
  * sampling.cpp; tested against it on the same logits, tests/fixtures/samplers/).  With them the
  * chain is
- *     logit bias -> penalties -> top-n-sigma -> top-k -> typical -> top-p -> min-p -> XTC ->
+ *     logit bias -> penalties -> DRY -> top-n-sigma -> top-k -> typical -> top-p -> min-p -> XTC ->
  *     temperature (dynamic) -> draw
+ *   - DRY (dry_multiplier != 0, dry_base >= 1, dry_penalty_last_n != 0; after the penalties, on
+ *     the whole row): over the last N = dry_penalty_last_n accepted tokens (-1: all), the
+ *     repeat limit is the distance back to the most recent sequence breaker (a breaker
+ *     sequence whose tokens end there; the longest one at the first position found, as llama.cpp
+ *     scans); for each earlier position where the window's suffix of length L <= that limit
+ *     repeats, the token that followed it would extend the repeat; a token whose longest such
+ *     L >= dry_allowed_length (and that is not a one-token breaker) loses
+ *     dry_multiplier * dry_base^(L - dry_allowed_length) (the exponent capped so the power stays
+ *     finite in float).
  *   - top-n-sigma (n > 0) keeps the tokens whose logit is >= max - n * std, max, mean and std over
  *     every finite logit of the (penalised) row.  llama.cpp leaves the others in its array at -inf;
  *     here they leave the candidate set, which differs only where dynamic temperature follows with
@@ -92,6 +101,15 @@ typedef struct nx_sampler_params {
     float    xtc_threshold;    /* XTC's probability threshold; > 0.5: off. default 0.1 */
     float    dynatemp_range;   /* dynamic temperature: temp +- range; 0: off. default 0 */
     float    dynatemp_exponent;/* entropy -> temperature exponent, >= 0. default 1 */
+    float    dry_multiplier;   /* DRY; 0: off.                           default 0 */
+    float    dry_base;         /* DRY; < 1: off.                         default 1.75 */
+    int32_t  dry_allowed_length; /* DRY: repeats longer than this pay.   default 2 */
+    int32_t  dry_penalty_last_n; /* DRY window; 0: off, -1: whole history. default -1 */
+    const int32_t *dry_breakers; /* DRY sequence breakers as token sequences, concatenated:
+                                  * sequence i is dry_breaker_lens[i] (>= 1) ids; copied.
+                                  * (Strings become sequences in the API: nextn_dry_breakers.) */
+    const int32_t *dry_breaker_lens;
+    int32_t  n_dry_breakers;   /* default none */
     const nx_logit_bias *logit_bias; /* n_logit_bias entries, copied by nx_sampler_create;
                                       * default none */
     int32_t  n_logit_bias;

@@ -7,13 +7,17 @@
 //   case NAME
 //   params key=value ...   (temp top_k top_p min_p typ_p top_n_sigma xtc_probability
 //                           xtc_threshold dynatemp_range dynatemp_exponent min_keep)
+//   [history t0 t1 ...]     (tokens accepted before, oldest first: DRY's window)
+//   [breakers a,b c ...]    (DRY sequence breakers as token sequences, each comma-separated)
 //   logits l0 l1 ...
-// The chain is common/sampling.cpp's default order, minus penalties and DRY:
-//   top_n_sigma -> top_k -> typ_p -> top_p -> min_p -> xtc -> temperature (temp_ext)
+// The chain is common/sampling.cpp's default order, minus the penalties:
+//   DRY (when dry_multiplier != 0; dry_penalty_last_n -1 = the history's length, as common/ maps
+//   it to the context size) -> top_n_sigma -> top_k -> typ_p -> top_p -> min_p -> xtc -> temperature (temp_ext)
 // Output: the input block, then
 //   probs id:p id:p ...    (the candidates left with p > 0, by id; p = softmax of their logits,
 //                           as llama.cpp's dist sampler computes it)
 #include "llama.h"
+#include "llama-sampler.h" // llama_sampler_init_dry_testing: DRY with breakers given as token sequences
 
 #include <cmath>
 #include <cstdio>
@@ -23,11 +27,18 @@
 #include <string>
 #include <vector>
 
-static void run(const std::string & name, const std::string & params_line, const std::vector<float> & logits) {
+// llama_sampler_init_dry_testing builds a llama_vocab it never reads: a do-nothing constructor
+// and destructor stand in for llama-vocab.cpp's (not linked).
+extern "C" void _ZN11llama_vocabC1Ev(void *) {}
+extern "C" void _ZN11llama_vocabD1Ev(void *) {}
+
+static void run(const std::string & name, const std::string & params_line, const std::vector<float> & logits,
+                const std::vector<llama_token> & history, const std::vector<std::vector<llama_token>> & breakers) {
     std::map<std::string, float> p = {
         {"temp", 0.8f}, {"top_k", 40}, {"top_p", 0.95f}, {"min_p", 0.05f}, {"typ_p", 1.0f},
         {"top_n_sigma", -1.0f}, {"xtc_probability", 0.0f}, {"xtc_threshold", 0.1f},
         {"dynatemp_range", 0.0f}, {"dynatemp_exponent", 1.0f}, {"min_keep", 0},
+        {"dry_multiplier", 0.0f}, {"dry_base", 1.75f}, {"dry_allowed_length", 2}, {"dry_penalty_last_n", -1},
     };
     std::istringstream ps(params_line);
     std::string kv;
@@ -44,6 +55,11 @@ static void run(const std::string & name, const std::string & params_line, const
     llama_sampler_chain_params cp;
     cp.no_perf = true; // (llama_sampler_chain_default_params lives outside llama-sampler.cpp)
     llama_sampler * chain = llama_sampler_chain_init(cp);
+    if (p["dry_multiplier"] != 0.0f) {
+        const int32_t last_n = p["dry_penalty_last_n"] < 0 ? (int32_t) history.size() : (int32_t) p["dry_penalty_last_n"];
+        llama_sampler_chain_add(chain, llama_sampler_init_dry_testing(p["dry_multiplier"], p["dry_base"],
+                                                                      (int32_t) p["dry_allowed_length"], last_n, breakers));
+    }
     llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(p["top_n_sigma"]));
     llama_sampler_chain_add(chain, llama_sampler_init_top_k((int32_t) p["top_k"]));
     llama_sampler_chain_add(chain, llama_sampler_init_typical(p["typ_p"], min_keep));
@@ -52,6 +68,7 @@ static void run(const std::string & name, const std::string & params_line, const
     llama_sampler_chain_add(chain, llama_sampler_init_xtc(p["xtc_probability"], p["xtc_threshold"], min_keep, 1234));
     llama_sampler_chain_add(chain, llama_sampler_init_temp_ext(p["temp"], p["dynatemp_range"], p["dynatemp_exponent"]));
 
+    for (llama_token t : history) llama_sampler_accept(chain, t);
     std::vector<llama_token_data> cand;
     for (size_t i = 0; i < logits.size(); i++) cand.push_back({(llama_token) i, logits[i], 0.0f});
     llama_token_data_array arr = {cand.data(), cand.size(), -1, false};
@@ -67,7 +84,19 @@ static void run(const std::string & name, const std::string & params_line, const
         const double q = std::exp((double) arr.data[i].logit - mx) / sum;
         if (q > 0.0) out[arr.data[i].id] = q;
     }
-    printf("case %s\n%s\nlogits", name.c_str(), params_line.c_str());
+    printf("case %s\n%s\n", name.c_str(), params_line.c_str());
+    if (!history.empty()) {
+        printf("history");
+        for (llama_token t : history) printf(" %d", t);
+        printf("\n");
+    }
+    if (!breakers.empty()) {
+        printf("breakers");
+        for (auto & b : breakers)
+            for (size_t i = 0; i < b.size(); i++) printf("%s%d", i ? "," : " ", b[i]);
+        printf("\n");
+    }
+    printf("logits");
     for (float l : logits) printf(" %.9g", l);
     printf("\nprobs");
     for (auto & e : out) printf(" %d:%.9g", e.first, e.second);
@@ -77,15 +106,35 @@ static void run(const std::string & name, const std::string & params_line, const
 
 int main() {
     std::string line, name, params;
+    std::vector<llama_token> history;
+    std::vector<std::vector<llama_token>> breakers;
     while (std::getline(std::cin, line)) {
-        if (line.rfind("case ", 0) == 0) name = line.substr(5);
-        else if (line.rfind("params", 0) == 0) params = line;
+        if (line.rfind("case ", 0) == 0) {
+            name = line.substr(5);
+            history.clear();
+            breakers.clear();
+        } else if (line.rfind("params", 0) == 0) params = line;
+        else if (line.rfind("history", 0) == 0) {
+            std::istringstream hs(line.substr(7));
+            llama_token t;
+            while (hs >> t) history.push_back(t);
+        } else if (line.rfind("breakers", 0) == 0) {
+            std::istringstream bs(line.substr(8));
+            std::string w;
+            while (bs >> w) {
+                std::vector<llama_token> b;
+                std::istringstream ws(w);
+                std::string t;
+                while (std::getline(ws, t, ',')) b.push_back(std::stoi(t));
+                breakers.push_back(b);
+            }
+        }
         else if (line.rfind("logits", 0) == 0) {
             std::istringstream ls(line.substr(6));
             std::vector<float> l;
             float v;
             while (ls >> v) l.push_back(v);
-            run(name, params, l);
+            run(name, params, l, history, breakers);
         }
     }
     return 0;
