@@ -291,3 +291,20 @@ void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *tab
     nx_cli_flag_names(msg, table ? table : nx_cli_gen_flags, buf, sizeof buf);
     fprintf(stderr, "nextn %s: %s\n", cmd, buf);
 }
+
+bool nx_cli_dry_breakers(const char *cmd, const nextn_model *model, nextn_sampler_params *sp, nextn_dry_seqs *dry) {
+    static const char *const breakers[] = {"\n", ":", "\"", "*"};
+    memset(dry, 0, sizeof *dry);
+    if (!(sp->dry_multiplier != 0.0f && sp->dry_base >= 1.0f && sp->dry_penalty_last_n != 0)) return true;
+    nextn_model_info mi;
+    nextn_model_get_info(model, &mi);
+    nextn_error err;
+    if (!nextn_dry_breakers(nextn_model_tokenizer(model), breakers, 4, mi.n_vocab, dry, &err)) {
+        nx_cli_report(cmd, err.msg, NULL);
+        return false;
+    }
+    sp->dry_breakers = dry->tokens;
+    sp->dry_breaker_lens = dry->lens;
+    sp->n_dry_breakers = dry->n;
+    return true;
+}

@@ -104,7 +104,18 @@ void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p);
         {"--dynatemp-range", NULL, NX_ARG_FLOAT, &(sp).dynatemp_range, "X", "dynamic temperature: temp +- X, 0 off (default 0)", \
          0, 1e6, NULL, false},                                                                                      \
         {"--dynatemp-exp", NULL, NX_ARG_FLOAT, &(sp).dynatemp_exponent, "X", "dynamic temperature exponent (default 1)", 0, \
-         1e6, NULL, false}
+         1e6, NULL, false},                                                                                         \
+        {"--dry-multiplier", NULL, NX_ARG_FLOAT, &(sp).dry_multiplier, "X", "DRY repetition penalty, 0 off (default 0)", 0, \
+         1e6, NULL, false},                                                                                         \
+        {"--dry-base", NULL, NX_ARG_FLOAT, &(sp).dry_base, "X", "DRY base, >= 1 (default 1.75)", 1, 1e6, NULL, false}, \
+        {"--dry-allowed-length", NULL, NX_ARG_INT, &(sp).dry_allowed_length, "N", "DRY: repeats longer than N pay (default 2)", \
+         0, 1e9, NULL, false},                                                                                      \
+        {"--dry-penalty-last-n", NULL, NX_ARG_INT, &(sp).dry_penalty_last_n, "N", "DRY window, 0 off, -1 all (default -1)", \
+         -1, 1e9, NULL, false}
+
+/* With DRY on, llama.cpp's default sequence breakers ("\n", ":", "\"", "*") as token sequences
+ * into *dry (free with nextn_dry_seqs_free) and sp->dry_breakers; false (reported) on failure. */
+bool nx_cli_dry_breakers(const char *cmd, const nextn_model *model, nextn_sampler_params *sp, nextn_dry_seqs *dry);
 
 /* The speculative-decoding options of run and chat: `choice` indexes nx_cli_spec_names (0 none,
  * 1 mtp), `spec` is a nextn_spec_params, no_mtp / no_adaptive are bools. */

@@ -350,6 +350,7 @@ int cmd_chat(int argc, char **argv) {
          no_history = false, no_huge_reread = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
+    nextn_dry_seqs dry = {0};
     nextn_spec_params spec = nextn_spec_default_params();
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
@@ -412,6 +413,7 @@ int cmd_chat(int argc, char **argv) {
     cp.n_seq = 1;
     cp.n_threads = n_threads;
     nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
+    if (!nx_cli_dry_breakers(CMD, model, &sp, &dry)) goto done;
     if (!nextn_spec_create(&gen, model, &cp, &spec, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;
@@ -490,6 +492,7 @@ done:
     chat_session_free(&cs);
     nextn_spec_free(gen);
     nextn_model_free(model);
+    nextn_dry_seqs_free(&dry);
     free(system_text);
     return status;
 }

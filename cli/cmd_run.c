@@ -28,6 +28,7 @@ int cmd_run(int argc, char **argv) {
     bool chat = false, no_display_prompt = false, ignore_eos = false, print_ids = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
+    nextn_dry_seqs dry = {0};
     int spec_choice = 0;
     nextn_spec_params spec = nextn_spec_default_params();
     bool no_mtp = false, no_adaptive = false, no_normalize = false, no_huge_reread = false;
@@ -154,6 +155,7 @@ int cmd_run(int argc, char **argv) {
         nextn_context_memory(ctx, &mem);
         nx_cli_print_memory(CMD, &mem, &cp);
     }
+    if (!nx_cli_dry_breakers(CMD, model, &sp, &dry)) goto done;
     if (!nextn_sampler_create(&smp, model, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;
@@ -266,6 +268,7 @@ done:
     nextn_sampler_free(smp);
     nextn_context_free(ctx);
     nextn_model_free(model);
+    nextn_dry_seqs_free(&dry);
     free(ids);
     return status;
 }

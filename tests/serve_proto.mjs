@@ -266,8 +266,23 @@ if (mode === "clients") {
   j = json(r.body)?.generation_settings;
   check("generation_settings reports them; samplers in llama.cpp's order", r.status === 200 && Math.abs(j?.typical_p - 0.7) < 1e-6 &&
     j.top_n_sigma === 1.5 && j.dynatemp_range === 0.25 && JSON.stringify(j.samplers) === '["top_n_sigma","top_k","typ_p","temperature"]', j);
-  for (const [what, body, re] of [["typ_p 1.5", { typ_p: 1.5 }, /'typ_p'/], ["xtc_threshold -1", { xtc_threshold: -1 }, /'xtc_threshold'/],
-    ["samplers out of llama.cpp's order", { samplers: ["xtc", "top_k"] }, /samplers/], ["dry_multiplier (not here yet)", { dry_multiplier: 0.8 }, /'dry_multiplier'/]]) {
+  // DRY: a repetitive prompt, greedy; a strong DRY changes the continuation, reports its fields
+  const rp = "And God said, Let there be light. And God said, Let there be light. And God said,";
+  r = await req("POST", "/completion", { key, body: { prompt: rp, n_predict: 12, temperature: 0, return_tokens: true } });
+  const plainToks = json(r.body)?.tokens;
+  r = await req("POST", "/completion", { key, body: { prompt: rp, n_predict: 12, temperature: 0, return_tokens: true,
+    dry_multiplier: 50, dry_base: 1.75, dry_allowed_length: 1, dry_penalty_last_n: -1, dry_sequence_breakers: ["\n", "."] } });
+  j = json(r.body);
+  check("DRY: a strong penalty changes the greedy continuation of a repetitive prompt", r.status === 200 && plainToks?.length === 12 &&
+    JSON.stringify(j?.tokens) !== JSON.stringify(plainToks), [plainToks, j?.tokens, r.body.slice(0, 200)]);
+  const gs = j?.generation_settings;
+  check("DRY: generation_settings reports it, 'dry' in the sampler list", gs?.dry_multiplier === 50 && gs.dry_allowed_length === 1 &&
+    JSON.stringify(gs.dry_sequence_breakers) === JSON.stringify(["\n", "."]) && gs.samplers?.[1] === "dry", gs);
+  r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, dry_base: 0.5 } });
+  check("dry_base below 1 means the default (as llama-server)", r.status === 200 && json(r.body)?.generation_settings?.dry_base === 1.75, r.body.slice(0, 300));
+  for (const [what, body, re] of [["dry_sequence_breakers []", { dry_sequence_breakers: [] }, /'dry_sequence_breakers'/],
+    ["dry_sequence_breakers not strings", { dry_sequence_breakers: [1] }, /'dry_sequence_breakers'/], ["typ_p 1.5", { typ_p: 1.5 }, /'typ_p'/], ["xtc_threshold -1", { xtc_threshold: -1 }, /'xtc_threshold'/],
+    ["samplers out of llama.cpp's order", { samplers: ["xtc", "top_k"] }, /samplers/]]) {
     r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, ...body } });
     check(`${what}: 400 naming it`, r.status === 400 && re.test(json(r.body)?.error?.message ?? ""), [r.status, r.body]);
   }

@@ -69,9 +69,9 @@ check "seeded sampled text is the same plain and speculative, any draft length, 
 other=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 6 --ignore-eos --no-display-prompt -t 1 --spec mtp 2>/dev/null)
 check "another seed gives another text" '[ -n "$other" ] && [ "$other" != "$want" ]'
 
-# ---- the same with llama.cpp's further samplers (typical, top-n-sigma, XTC with its coin keyed on
+# ---- the same with llama.cpp's further samplers (DRY, typical, top-n-sigma, XTC with its coin keyed on
 # the position, dynamic temperature): still exact under MTP
-X="--typical 0.95 --top-nsigma 2.5 --xtc-probability 0.5 --xtc-threshold 0.1 --dynatemp-range 0.5 --dynatemp-exp 1.5"
+X="--typical 0.95 --top-nsigma 2.5 --xtc-probability 0.5 --xtc-threshold 0.1 --dynatemp-range 0.5 --dynatemp-exp 1.5 --dry-multiplier 0.8 --dry-allowed-length 2"
 want2=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 5 $X --ignore-eos --no-display-prompt -t 1 2>/dev/null)
 check "further samplers: text, and not the text without them" '[ ${#want2} -gt 40 ] && [ "$want2" != "$want" ]'
 diff=0; runs=0

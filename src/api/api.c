@@ -422,6 +422,8 @@ nextn_sampler_params nextn_sampler_default_params(void) {
         .penalty_freq = d.penalty_freq, .penalty_present = d.penalty_present, .seed = d.seed,
         .typ_p = d.typ_p, .top_n_sigma = d.top_n_sigma, .xtc_probability = d.xtc_probability,
         .xtc_threshold = d.xtc_threshold, .dynatemp_range = d.dynatemp_range, .dynatemp_exponent = d.dynatemp_exponent,
+        .dry_multiplier = d.dry_multiplier, .dry_base = d.dry_base, .dry_allowed_length = d.dry_allowed_length,
+        .dry_penalty_last_n = d.dry_penalty_last_n,
         .logit_bias = NULL, .n_logit_bias = 0,
     };
     return p;
@@ -448,6 +450,13 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
     ip.xtc_threshold = p.xtc_threshold;
     ip.dynatemp_range = p.dynatemp_range;
     ip.dynatemp_exponent = p.dynatemp_exponent;
+    ip.dry_multiplier = p.dry_multiplier;
+    ip.dry_base = p.dry_base;
+    ip.dry_allowed_length = p.dry_allowed_length;
+    ip.dry_penalty_last_n = p.dry_penalty_last_n;
+    ip.dry_breakers = p.dry_breakers;
+    ip.dry_breaker_lens = p.dry_breaker_lens;
+    ip.n_dry_breakers = p.n_dry_breakers;
     ip.logit_bias = (const nx_logit_bias *)p.logit_bias; /* same layout (checked below); copied */
     ip.n_logit_bias = p.n_logit_bias;
     ip.ban = p.ban;

@@ -255,7 +255,7 @@ bool nx_srv_parse_logit_bias(const cJSON *v, nextn_tokenizer *tok, int32_t n_voc
 /* ---- samplers ---------------------------------------------------------------------------------- */
 
 /* llama.cpp's chain order (sample.h) */
-enum { S_PENALTIES, S_TOP_N_SIGMA, S_TOP_K, S_TYPICAL, S_TOP_P, S_MIN_P, S_XTC, S_TEMPERATURE, S_CHAIN, S_NEUTRAL = 100 };
+enum { S_PENALTIES, S_DRY, S_TOP_N_SIGMA, S_TOP_K, S_TYPICAL, S_TOP_P, S_MIN_P, S_XTC, S_TEMPERATURE, S_CHAIN, S_NEUTRAL = 100 };
 
 /* A sampler name (llama-server's names, their kebab-case and no-underscore forms, and aliases). */
 static int sampler_of(const char *name) {
@@ -267,7 +267,7 @@ static int sampler_of(const char *name) {
         {"top_p", S_TOP_P}, {"top-p", S_TOP_P}, {"topp", S_TOP_P}, {"nucleus", S_TOP_P},
         {"min_p", S_MIN_P}, {"min-p", S_MIN_P}, {"minp", S_MIN_P},
         {"temperature", S_TEMPERATURE}, {"temp", S_TEMPERATURE},
-        {"dry", S_NEUTRAL}, {"typ_p", S_TYPICAL}, {"typ-p", S_TYPICAL}, {"typp", S_TYPICAL}, {"typ", S_TYPICAL},
+        {"dry", S_DRY}, {"typ_p", S_TYPICAL}, {"typ-p", S_TYPICAL}, {"typp", S_TYPICAL}, {"typ", S_TYPICAL},
         {"typical_p", S_TYPICAL}, {"typical", S_TYPICAL},
         {"xtc", S_XTC}, {"top_n_sigma", S_TOP_N_SIGMA}, {"top-n-sigma", S_TOP_N_SIGMA}, {"topnsigma", S_TOP_N_SIGMA},
     };
@@ -291,14 +291,14 @@ static int sampler_of_char(char c) {
     case 'y': return S_TYPICAL;
     case 'x': return S_XTC;
     case 's': return S_TOP_N_SIGMA;
-    case 'd': return S_NEUTRAL;
+    case 'd': return S_DRY;
     default: return -1;
     }
 }
 
 bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *status, nx_err *err) {
     if (!v || cJSON_IsNull(v)) return true;
-    static const char *const chain = "penalties, (dry), top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
+    static const char *const chain = "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
     bool used[S_CHAIN] = {false};
     int last = -1, n = 0;
     if (cJSON_IsString(v)) n = (int)strlen(v->valuestring);
@@ -335,6 +335,7 @@ bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *statu
         smp->dynatemp_range = 0.0f;
     }
     if (!used[S_TOP_N_SIGMA]) smp->top_n_sigma = -1.0f;
+    if (!used[S_DRY]) smp->dry_multiplier = 0.0f;
     if (!used[S_TYPICAL]) smp->typ_p = 1.0f;
     if (!used[S_XTC]) smp->xtc_probability = 0.0f;
     return true;
@@ -563,6 +564,12 @@ cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ct
     cJSON_AddNumberToObject(o, "xtc_threshold", s->xtc_threshold);
     cJSON_AddNumberToObject(o, "dynatemp_range", s->dynatemp_range);
     cJSON_AddNumberToObject(o, "dynatemp_exponent", s->dynatemp_exponent);
+    cJSON_AddNumberToObject(o, "dry_multiplier", s->dry_multiplier);
+    cJSON_AddNumberToObject(o, "dry_base", s->dry_base);
+    cJSON_AddNumberToObject(o, "dry_allowed_length", s->dry_allowed_length);
+    cJSON_AddNumberToObject(o, "dry_penalty_last_n", s->dry_penalty_last_n);
+    cJSON *brk = cJSON_AddArrayToObject(o, "dry_sequence_breakers");
+    for (int i = 0; i < r->n_dry_strs; i++) cJSON_AddItemToArray(brk, cJSON_CreateString(r->dry_strs[i]));
     cJSON_AddNumberToObject(o, "repeat_last_n", s->penalty_last_n);
     cJSON_AddNumberToObject(o, "repeat_penalty", s->penalty_repeat);
     cJSON_AddNumberToObject(o, "presence_penalty", s->penalty_present);
@@ -590,6 +597,8 @@ cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ct
     for (int i = 0; i < r->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(r->stop[i]));
     cJSON *smp = cJSON_AddArrayToObject(o, "samplers");
     if (s->penalty_last_n != 0) cJSON_AddItemToArray(smp, cJSON_CreateString("penalties"));
+    if (s->dry_multiplier != 0.0f && s->dry_base >= 1.0f && s->dry_penalty_last_n != 0)
+        cJSON_AddItemToArray(smp, cJSON_CreateString("dry"));
     if (s->top_n_sigma > 0.0f) cJSON_AddItemToArray(smp, cJSON_CreateString("top_n_sigma"));
     if (s->top_k > 0) cJSON_AddItemToArray(smp, cJSON_CreateString("top_k"));
     if (s->typ_p < 1.0f) cJSON_AddItemToArray(smp, cJSON_CreateString("typ_p"));
