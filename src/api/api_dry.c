@@ -6,8 +6,8 @@
  *   - a token whose text ends with a proper prefix of the string (at any place the string's first
  *     byte occurs in it) is the head of a sequence, its tail the tokens of the rest of the string
  *     (tokenized as plain text, no BOS), each (head, tail) once.
- * One pass over the vocabulary per string (each token's text rendered once per call): the cost is
- * V detokenizations, paid only by requests that turn DRY on. */
+ * One pass over the vocabulary (each token's text rendered once, at most 64 strings): V
+ * detokenizations, paid only by requests that turn DRY on (the server keeps the default list's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +22,10 @@ typedef struct seq_buf {
     int32_t n, n_tok, cap, cap_tok;
 } seq_buf;
 
-/* Appends the sequence head + tail unless it is already there. */
-static bool seq_add(seq_buf *b, int32_t head, const int32_t *tail, int32_t n_tail) {
-    for (int32_t i = 0, off = 0; i < b->n; off += b->len[i++])
+/* Appends the sequence head + tail unless it is already there: among the sequences from index
+ * `from` on (those of this head: the vocabulary is walked in id order), starting at token `off`. */
+static bool seq_add(seq_buf *b, int32_t from, int32_t from_off, int32_t head, const int32_t *tail, int32_t n_tail) {
+    for (int32_t i = from, off = from_off; i < b->n; off += b->len[i++])
         if (b->len[i] == n_tail + 1 && b->tok[off] == head &&
             (n_tail == 0 || memcmp(b->tok + off + 1, tail, (size_t)n_tail * sizeof *tail) == 0))
             return true;
@@ -57,22 +58,30 @@ bool nextn_dry_breakers(nextn_tokenizer *tok, const char *const *strs, int32_t n
         return false;
     }
     seq_buf b = {0};
-    char word[256];
+    char word[1024];
     int32_t tail[MAX_TAIL + 8];
+    char strs_cut[64][MAX_CHARS + 1];
+    size_t lens[64];
+    int32_t n_use = 0;
+    for (int32_t s = 0; s < n_strs && n_use < 64; s++) { /* cut to 40 bytes; empty ones skipped, as llama.cpp */
+        snprintf(strs_cut[n_use], sizeof strs_cut[n_use], "%s", strs[s] ? strs[s] : "");
+        if ((lens[n_use] = strlen(strs_cut[n_use])) > 0) n_use++;
+    }
     bool ok = true;
-    for (int32_t s = 0; s < n_strs && ok; s++) {
-        char str[MAX_CHARS + 1];
-        snprintf(str, sizeof str, "%s", strs[s] ? strs[s] : "");
-        const size_t sl = strlen(str);
-        if (sl == 0) continue; /* llama.cpp skips empty breakers */
-        for (int32_t id = 0; id < n_vocab && ok; id++) {
-            size_t wl = 0;
-            nextn_error e;
-            if (!nextn_detokenize(tok, &id, 1, true, word, sizeof word - 1, &wl, &e)) continue; /* longer: skip */
-            word[wl] = '\0';
-            if (wl == 0) continue;
+    /* each token rendered once, matched against every string (llama.cpp renders it once per string;
+     * the sequences found are the same, in another order) */
+    for (int32_t id = 0; id < n_vocab && ok; id++) {
+        size_t wl = 0;
+        nextn_error e;
+        if (!nextn_detokenize(tok, &id, 1, true, word, sizeof word - 1, &wl, &e)) continue; /* > 1 KiB: skip */
+        if (wl == 0) continue;
+        word[wl] = '\0';
+        const int32_t from = b.n, from_off = b.n_tok;
+        for (int32_t s = 0; s < n_use && ok; s++) {
+            const char *str = strs_cut[s];
+            const size_t sl = lens[s];
             if (memmem(word, wl, str, sl)) {
-                ok = seq_add(&b, id, NULL, 0);
+                ok = seq_add(&b, from, from_off, id, NULL, 0);
                 continue;
             }
             for (size_t pos = 0; pos < wl && ok; pos++) {
@@ -83,14 +92,14 @@ bool nextn_dry_breakers(nextn_tokenizer *tok, const char *const *strs, int32_t n
                 /* the word ends with str[0..i): the tail is the rest of the string */
                 int32_t nt = 0;
                 if (!nextn_tokenize(tok, str + i, sl - i, false, false, tail, MAX_TAIL + 8, &nt, &e)) {
-                    int32_t *big = malloc((size_t)nt * sizeof *big);
+                    int32_t *big = nt > 0 ? malloc((size_t)nt * sizeof *big) : NULL;
                     ok = big && nextn_tokenize(tok, str + i, sl - i, false, false, big, nt, &nt, &e);
                     if (ok) memcpy(tail, big, MAX_TAIL * sizeof *tail);
                     free(big);
                     if (!ok) break;
                 }
                 if (nt > MAX_TAIL) nt = MAX_TAIL;
-                ok = seq_add(&b, id, tail, nt);
+                ok = seq_add(&b, from, from_off, id, tail, nt);
             }
         }
     }
