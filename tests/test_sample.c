@@ -683,6 +683,10 @@ static void set_param(nx_sampler_params *p, const char *key, float v) {
     else if (strcmp(key, "dynatemp_range") == 0) p->dynatemp_range = v;
     else if (strcmp(key, "dynatemp_exponent") == 0) p->dynatemp_exponent = v;
     else if (strcmp(key, "min_keep") == 0) p->min_keep = (int32_t)v;
+    else if (strcmp(key, "penalty_last_n") == 0) p->penalty_last_n = (int32_t)v;
+    else if (strcmp(key, "repeat_penalty") == 0) p->penalty_repeat = v;
+    else if (strcmp(key, "frequency_penalty") == 0) p->penalty_freq = v;
+    else if (strcmp(key, "presence_penalty") == 0) p->penalty_present = v;
     else if (strcmp(key, "dry_multiplier") == 0) p->dry_multiplier = v;
     else if (strcmp(key, "dry_base") == 0) p->dry_base = v;
     else if (strcmp(key, "dry_allowed_length") == 0) p->dry_allowed_length = (int32_t)v;
@@ -737,7 +741,8 @@ static void test_llama_fixtures(void **state) {
                 char *eq = strchr(kv, '=');
                 assert_non_null(eq);
                 *eq = '\0';
-                set_param(&p, kv, strtof(eq + 1, NULL));
+                if (strcmp(kv, "order") == 0) snprintf(p.samplers, sizeof p.samplers, "%s", eq + 1);
+                else set_param(&p, kv, strtof(eq + 1, NULL));
             }
         } else if (strncmp(line, "logits", 6) == 0) {
             n = 0;
@@ -776,7 +781,7 @@ static void test_llama_fixtures(void **state) {
         }
     }
     free(text);
-    assert_true(n_cases >= 24);
+    assert_true(n_cases >= 35);
 }
 
 /* XTC's coin: a function of (seed, position) - the same decision when a position is sampled

@@ -41,7 +41,17 @@ struct nx_sampler {
     int32_t *dry_tok, *dry_len, n_dry; /* own copy of the DRY breakers (params point here) */
     int32_t *dry_cnt;       /* [cap_dry] DRY scratch: repeat counts, then (token, length) pairs */
     int32_t cap_dry;
+    int32_t *cpos;          /* [n_vocab] samplers order: token -> index in cand during a penalty
+                             * step, else -1 (only with params.samplers set) */
+    bool on_cand;           /* penalties / DRY adjust cand (via cpos) instead of work */
 };
+
+/* The logit a penalty step adjusts: the dense row, or (samplers order) the candidate's, NULL when
+ * the token is no longer a candidate. */
+static inline float *logit_of(nx_sampler *s, int32_t tok) {
+    if (!s->on_cand) return &s->work[tok];
+    return s->cpos[tok] >= 0 ? &s->cand[s->cpos[tok]].logit : NULL;
+}
 
 /* A candidate with its typical-p score |-log p - H|. */
 typedef struct typ_ent {
@@ -114,6 +124,13 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
         return nx_fail(err, "sampler: frequency penalty must be finite, got %g", p->penalty_freq);
     if (!isfinite(p->penalty_present))
         return nx_fail(err, "sampler: presence penalty must be finite, got %g", p->penalty_present);
+    if (memchr(p->samplers, 0, sizeof p->samplers) == NULL)
+        return nx_fail(err, "sampler: the samplers order is not a string of at most %zu letters", sizeof p->samplers - 1);
+    for (const char *c = p->samplers; *c; c++) {
+        if (!strchr("edskypmxt", *c))
+            return nx_fail(err, "sampler: '%c' in the samplers order is not one of e d s k y p m x t", *c);
+        if (strchr(c + 1, *c)) return nx_fail(err, "sampler: '%c' appears twice in the samplers order", *c);
+    }
     if (p->n_ban < 0 || (p->n_ban > 0 && !p->ban))
         return nx_fail(err, "sampler: the ban list has %d entries and %s pointer", p->n_ban, p->ban ? "a" : "a NULL");
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
@@ -184,6 +201,7 @@ void nx_sampler_free(nx_sampler *s) {
     free(s->dry_tok);
     free(s->dry_len);
     free(s->dry_cnt);
+    free(s->cpos);
     nx_dist_free(&s->own);
     free(s);
 }
@@ -274,6 +292,14 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
     }
     s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
     s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
+    if (p->samplers[0]) {
+        s->cpos = s->cand ? nx_malloc((size_t)n_vocab * sizeof *s->cpos, "sampler order scratch", err) : NULL;
+        if (!s->cpos) {
+            nx_sampler_free(s);
+            return false;
+        }
+        for (int32_t i = 0; i < n_vocab; i++) s->cpos[i] = -1;
+    }
     if (s->cand && p->typ_p < 1.0f) s->typ = nx_malloc((size_t)n_vocab * sizeof *s->typ, "sampler typical-p", err);
     if (!s->cand || (p->typ_p < 1.0f && !s->typ) || !nx_dist_init(&s->own, n_vocab, err)) {
         nx_sampler_free(s);
@@ -335,11 +361,13 @@ static bool apply_penalties(nx_sampler *s, nx_err *err) {
     for (int32_t i = 0; i < n;) {
         int32_t tok = s->win[i], count = 0;
         while (i < n && s->win[i] == tok) { i++; count++; }
-        float l = s->work[tok];
+        float *lp = logit_of(s, tok);
+        if (!lp) continue;
+        float l = *lp;
         /* divide positive logits, multiply non-positive ones: the token always gets less likely */
         l = l <= 0.0f ? l * p->penalty_repeat : l / p->penalty_repeat;
         l -= (float)count * p->penalty_freq + p->penalty_present;
-        s->work[tok] = l;
+        *lp = l;
     }
     return true;
 }
@@ -410,7 +438,8 @@ static bool apply_dry(nx_sampler *s, nx_err *err) {
         if (single_breaker) continue;
         int e = pairs[i].len - A;
         if (max_exp > 0 && e > max_exp) e = max_exp;
-        s->work[pairs[i].token] -= p->dry_multiplier * powf(p->dry_base, (float)e);
+        float *lp = logit_of(s, pairs[i].token);
+        if (lp) *lp -= p->dry_multiplier * powf(p->dry_base, (float)e);
     }
     return true;
 }
@@ -418,11 +447,12 @@ static bool apply_dry(nx_sampler *s, nx_err *err) {
 /* Points s->row at the logits the chain reads: the caller's row, or - with a logit bias or
  * active penalties - s->work holding the row with the bias added, then the penalties applied.
  * Fails (naming the token) when a bias makes a logit +inf or bans every finite token. */
-static bool prepare_row(nx_sampler *s, const float *logits, bool bans, nx_err *err) {
+static bool prepare_row(nx_sampler *s, const float *logits, bool bans, bool penalize, nx_err *err) {
     const int32_t V = s->n_vocab;
     s->row = logits;
-    const bool pen = penalties_active(&s->params) && s->n_hist > 0;
-    const bool dry = dry_active(&s->params) && dry_window(s) > s->params.dry_allowed_length;
+    s->on_cand = false;
+    const bool pen = penalize && penalties_active(&s->params) && s->n_hist > 0;
+    const bool dry = penalize && dry_active(&s->params) && dry_window(s) > s->params.dry_allowed_length;
     if (s->n_bias == 0 && !pen && !dry && !(bans && s->n_eog_ban)) return true;
     memcpy(s->work, logits, (size_t)V * sizeof *s->work);
     for (int32_t i = 0; i < s->n_bias; i++) {
@@ -789,11 +819,120 @@ static void greedy_dist(const nx_cand *cand, int32_t n, nx_dist *out) {
     out->n = 1;
 }
 
+/* The dynamic temperature of cand[0..n) (sample.h), or temp when off or n < 2. */
+static float dyn_temp(const nx_sampler_params *p, const nx_cand *cand, int32_t n) {
+    if (!(p->dynatemp_range > 0.0f) || n < 2) return p->temp;
+    double h = 0.0, sum = 0.0;
+    float max_l = cand[0].logit;
+    for (int32_t i = 1; i < n; i++) max_l = NX_MAX(max_l, cand[i].logit);
+    for (int32_t i = 0; i < n; i++) sum += exp((double)cand[i].logit - max_l);
+    for (int32_t i = 0; i < n; i++) {
+        const double q = exp((double)cand[i].logit - max_l) / sum;
+        if (q > 0.0) h -= q * log(q);
+    }
+    const double lo = fmax(0.0, (double)p->temp - p->dynatemp_range), hi = (double)p->temp + p->dynatemp_range;
+    return (float)(lo + (hi - lo) * pow(h / log((double)n), (double)p->dynatemp_exponent));
+}
+
+/* A penalty step (penalties, DRY) on the candidates, in a samplers order. */
+static bool penalize_cand(nx_sampler *s, int32_t n, bool dry, nx_err *err) {
+    for (int32_t i = 0; i < n; i++) s->cpos[s->cand[i].id] = i;
+    s->on_cand = true;
+    bool ok = true;
+    if (dry) {
+        if (dry_active(&s->params) && dry_window(s) > s->params.dry_allowed_length) ok = apply_dry(s, err);
+    } else {
+        ok = apply_penalties(s, err);
+    }
+    s->on_cand = false;
+    for (int32_t i = 0; i < n; i++) s->cpos[s->cand[i].id] = -1;
+    return ok;
+}
+
+/* The chain in the order params.samplers gives (llama.cpp's letters; only those listed run),
+ * each step on the candidates as llama.cpp's chain does: penalties and DRY adjust the candidates
+ * left, temperature divides their logits (later steps see the scaled values; <= 0: the best
+ * only), and the distribution is their softmax.  The logit bias and the bans come first. */
+static bool dist_ordered(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err) {
+    const nx_sampler_params *p = &s->params;
+    const int32_t V = s->n_vocab;
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, true, false, err)) return false;
+    const int32_t min_keep = NX_MAX(1, p->min_keep);
+    int32_t n = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (s->row[i] != -INFINITY) s->cand[n++] = (nx_cand){s->row[i], i};
+    bool sorted = false;
+    for (const char *c = p->samplers; *c; c++) {
+        switch (*c) {
+        case 'e':
+        case 'd':
+            if (!penalize_cand(s, n, *c == 'd', err)) return false;
+            sorted = false;
+            break;
+        case 's':
+            if (p->top_n_sigma > 0.0f && n > 1) {
+                double sum = 0.0, mx = -INFINITY, acc = 0.0;
+                for (int32_t i = 0; i < n; i++) {
+                    sum += s->cand[i].logit;
+                    mx = fmax(mx, s->cand[i].logit);
+                }
+                const double mean = sum / n;
+                for (int32_t i = 0; i < n; i++) acc += ((double)s->cand[i].logit - mean) * ((double)s->cand[i].logit - mean);
+                const double thr = mx - (double)p->top_n_sigma * sqrt(acc / n);
+                int32_t kept = 0;
+                for (int32_t i = 0; i < n; i++)
+                    if ((double)s->cand[i].logit >= thr) s->cand[kept++] = s->cand[i];
+                n = kept;
+            }
+            break;
+        case 'k':
+            if (p->top_k > 0 && p->top_k < n) {
+                select_best(s->cand, n, p->top_k);
+                n = p->top_k;
+                qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_cand);
+                sorted = true;
+            }
+            break;
+        case 'y':
+            if (p->typ_p < 1.0f) apply_typical(s, &n, &sorted, min_keep);
+            break;
+        case 'p':
+            if (p->top_p < 1.0f) apply_top_p(s, &n, &sorted, min_keep);
+            break;
+        case 'm':
+            if (p->min_p > 0.0f) apply_min_p(s, &n, &sorted, min_keep);
+            break;
+        case 'x':
+            if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f) apply_xtc(s, &n, &sorted, min_keep);
+            break;
+        case 't': {
+            const float t = dyn_temp(p, s->cand, n);
+            if (t <= 0.0f) {
+                int32_t b = 0;
+                for (int32_t i = 1; i < n; i++)
+                    if (cand_better(s->cand[i], s->cand[b])) b = i;
+                s->cand[0] = s->cand[b];
+                n = 1;
+            } else {
+                for (int32_t i = 0; i < n; i++) s->cand[i].logit /= t;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    if (!sorted) qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_cand);
+    softmax_to_dist(s->cand, n, 1.0f, out);
+    return true;
+}
+
 bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err) {
     const nx_sampler_params *p = &s->params;
     const int32_t V = s->n_vocab;
     if (out->cap < V) return nx_fail(err, "sampler: distribution capacity %d is below the vocabulary size %d", out->cap, V);
-    if (!check_row(logits, V, err) || !prepare_row(s, logits, true, err)) return false;
+    if (p->samplers[0]) return dist_ordered(s, logits, out, err);
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, true, true, err)) return false;
     const bool typical = p->typ_p < 1.0f, xtc = p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f,
                dyn = p->dynatemp_range > 0.0f;
 
@@ -909,7 +1048,7 @@ bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int3
     if (token < 0 || token >= V) return nx_fail(err, "logprobs: token %d out of range (vocabulary %d)", token, V);
     if (n_top < 0 || n_top > NX_SAMPLER_MAX_TOP_LOGPROBS)
         return nx_fail(err, "logprobs: %d top entries asked (0..%d)", n_top, NX_SAMPLER_MAX_TOP_LOGPROBS);
-    if (!check_row(logits, V, err) || !prepare_row(s, logits, false, err)) return false;
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, false, true, err)) return false;
     const float *row = s->row;
     float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;

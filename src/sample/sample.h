@@ -51,6 +51,11 @@
  *     lo + (hi - lo) * (H / log n)^exponent with lo = max(0, temp - range), hi = temp + range, H
  *     the entropy of the candidates' softmax (temperature 1), n their count; a temperature <= 0
  *     is greedy over the candidates.
+ *   Samplers order (params.samplers set): the listed steps only, in that order, each on the
+ *   candidates left as llama.cpp's chain does - penalties and DRY adjust the candidates'
+ *   logits, temperature divides them (steps after it see the scaled logits; <= 0 keeps the best
+ *   only), and the distribution is the softmax of what is left.  The logit bias and bans come
+ *   first; the log-probabilities (nx_sampler_logprobs) are still those after bias and penalties.
  *   temp <= 0 is greedy over the candidates the filters leave; without typical, XTC and dynamic
  *   temperature that is the argmax of the penalised row (every other filter keeps it).  Tokens whose logit is -inf are never
  *   candidates (they have probability 0).  Ties in logit are always ordered by lower id first,
@@ -110,6 +115,10 @@ typedef struct nx_sampler_params {
                                   * (Strings become sequences in the API: nextn_dry_breakers.) */
     const int32_t *dry_breaker_lens;
     int32_t  n_dry_breakers;   /* default none */
+    char     samplers[16];     /* "" (default): the order above; else llama.cpp's letters
+                                * (e penalties, d DRY, s top-n-sigma, k top-k, y typical, p top-p,
+                                * m min-p, x XTC, t temperature), each at most once, run in that
+                                * order and only those ("Samplers order" below) */
     const nx_logit_bias *logit_bias; /* n_logit_bias entries, copied by nx_sampler_create;
                                       * default none */
     int32_t  n_logit_bias;

@@ -38,13 +38,18 @@ static void run(const std::string & name, const std::string & params_line, const
         {"temp", 0.8f}, {"top_k", 40}, {"top_p", 0.95f}, {"min_p", 0.05f}, {"typ_p", 1.0f},
         {"top_n_sigma", -1.0f}, {"xtc_probability", 0.0f}, {"xtc_threshold", 0.1f},
         {"dynatemp_range", 0.0f}, {"dynatemp_exponent", 1.0f}, {"min_keep", 0},
+        {"penalty_last_n", 64}, {"repeat_penalty", 1.0f}, {"frequency_penalty", 0.0f}, {"presence_penalty", 0.0f},
         {"dry_multiplier", 0.0f}, {"dry_base", 1.75f}, {"dry_allowed_length", 2}, {"dry_penalty_last_n", -1},
     };
     std::istringstream ps(params_line);
-    std::string kv;
+    std::string kv, order;
     ps >> kv; // "params"
     while (ps >> kv) {
         const size_t eq = kv.find('=');
+        if (kv.rfind("order=", 0) == 0) {
+            order = kv.substr(6);
+            continue;
+        }
         if (eq == std::string::npos || !p.count(kv.substr(0, eq))) {
             fprintf(stderr, "bad param '%s'\n", kv.c_str());
             exit(2);
@@ -55,19 +60,26 @@ static void run(const std::string & name, const std::string & params_line, const
     llama_sampler_chain_params cp;
     cp.no_perf = true; // (llama_sampler_chain_default_params lives outside llama-sampler.cpp)
     llama_sampler * chain = llama_sampler_chain_init(cp);
-    if (p["dry_multiplier"] != 0.0f) {
-        const int32_t last_n = p["dry_penalty_last_n"] < 0 ? (int32_t) history.size() : (int32_t) p["dry_penalty_last_n"];
-        llama_sampler_chain_add(chain, llama_sampler_init_dry_testing(p["dry_multiplier"], p["dry_base"],
-                                                                      (int32_t) p["dry_allowed_length"], last_n, breakers));
+    const int32_t dry_last_n = p["dry_penalty_last_n"] < 0 ? (int32_t) history.size() : (int32_t) p["dry_penalty_last_n"];
+    // order= (llama.cpp's sampler letters): that chain, as common_sampler_init builds it; else the
+    // default order without the penalties (DRY only when dry_multiplier != 0)
+    const std::string seq = order.empty() ? (p["dry_multiplier"] != 0.0f ? "dskypmxt" : "skypmxt") : order;
+    for (char c : seq) {
+        switch (c) {
+            case 'e': llama_sampler_chain_add(chain, llama_sampler_init_penalties((int32_t) logits.size(), (int32_t) p["penalty_last_n"], p["repeat_penalty"],
+                                                                                  p["frequency_penalty"], p["presence_penalty"])); break;
+            case 'd': llama_sampler_chain_add(chain, llama_sampler_init_dry_testing(p["dry_multiplier"], p["dry_base"],
+                                                                                    (int32_t) p["dry_allowed_length"], dry_last_n, breakers)); break;
+            case 's': llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(p["top_n_sigma"])); break;
+            case 'k': llama_sampler_chain_add(chain, llama_sampler_init_top_k((int32_t) p["top_k"])); break;
+            case 'y': llama_sampler_chain_add(chain, llama_sampler_init_typical(p["typ_p"], min_keep)); break;
+            case 'p': llama_sampler_chain_add(chain, llama_sampler_init_top_p(p["top_p"], min_keep)); break;
+            case 'm': llama_sampler_chain_add(chain, llama_sampler_init_min_p(p["min_p"], min_keep)); break;
+            case 'x': llama_sampler_chain_add(chain, llama_sampler_init_xtc(p["xtc_probability"], p["xtc_threshold"], min_keep, 1234)); break;
+            case 't': llama_sampler_chain_add(chain, llama_sampler_init_temp_ext(p["temp"], p["dynatemp_range"], p["dynatemp_exponent"])); break;
+            default: fprintf(stderr, "bad sampler letter '%c'\n", c); exit(2);
+        }
     }
-    llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(p["top_n_sigma"]));
-    llama_sampler_chain_add(chain, llama_sampler_init_top_k((int32_t) p["top_k"]));
-    llama_sampler_chain_add(chain, llama_sampler_init_typical(p["typ_p"], min_keep));
-    llama_sampler_chain_add(chain, llama_sampler_init_top_p(p["top_p"], min_keep));
-    llama_sampler_chain_add(chain, llama_sampler_init_min_p(p["min_p"], min_keep));
-    llama_sampler_chain_add(chain, llama_sampler_init_xtc(p["xtc_probability"], p["xtc_threshold"], min_keep, 1234));
-    llama_sampler_chain_add(chain, llama_sampler_init_temp_ext(p["temp"], p["dynatemp_range"], p["dynatemp_exponent"]));
-
     for (llama_token t : history) llama_sampler_accept(chain, t);
     std::vector<llama_token_data> cand;
     for (size_t i = 0; i < logits.size(); i++) cand.push_back({(llama_token) i, logits[i], 0.0f});
