@@ -92,6 +92,16 @@ void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p);
          1e6, NULL, false},                                                                                         \
         NX_CLI_SAMPLER_MORE_ARGS(sp)
 
+/* --sampler-seq LETTERS (llama-cli's): the samplers order, into a `const char *` checked and
+ * copied by nx_cli_sampler_seq. */
+#define NX_CLI_SAMPLER_SEQ_ARG(seq)                                                                                 \
+    {"--sampler-seq", NULL, NX_ARG_STRING, &(seq), "LETTERS", "samplers order, llama.cpp's letters e d s k y p m x t " \
+     "(default edskypmxt)", 0, 0, NULL, false}
+/* Copies a --sampler-seq value into sp->samplers ("edskypmxt" or a subsequence of it stays the
+ * default order, the left-out samplers turned off); false (reported) when it is not letters of
+ * that set, each at most once. */
+bool nx_cli_sampler_seq(const char *cmd, const char *seq, nextn_sampler_params *sp);
+
 /* llama.cpp's further samplers under llama-cli's flag names (run, chat; serve: the defaults). */
 #define NX_CLI_SAMPLER_MORE_ARGS(sp)                                                                                \
     {"--typical", NULL, NX_ARG_FLOAT, &(sp).typ_p, "P", "locally typical sampling, 1 off (default 1)", 0, 1, NULL, false}, \

@@ -246,6 +246,8 @@ typedef struct nextn_sampler_params {
                                       * dry_breaker_lens[i] ids, concatenated; copied; default none */
     const int32_t *dry_breaker_lens;
     int32_t n_dry_breakers;
+    char samplers[16];         /* "" (default): llama.cpp's default order; else its letters (e d s k
+                                * y p m x t), each at most once: only those, in that order */
     const nextn_logit_bias *logit_bias; /* n_logit_bias entries (default none); copied when a
                                          * sampler or a generator's sequence is set up */
     int32_t n_logit_bias;

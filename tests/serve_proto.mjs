@@ -278,11 +278,14 @@ if (mode === "clients") {
   const gs = j?.generation_settings;
   check("DRY: generation_settings reports it, 'dry' in the sampler list", gs?.dry_multiplier === 50 && gs.dry_allowed_length === 1 &&
     JSON.stringify(gs.dry_sequence_breakers) === JSON.stringify(["\n", "."]) && gs.samplers?.[1] === "dry", gs);
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, samplers: ["temperature", "top_p", "xtc"] } });
+  check("samplers in another order: served, that order reported", r.status === 200 &&
+    JSON.stringify(json(r.body)?.generation_settings?.samplers) === '["temperature","top_p","xtc"]', r.body.slice(0, 300));
   r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, dry_base: 0.5 } });
   check("dry_base below 1 means the default (as llama-server)", r.status === 200 && json(r.body)?.generation_settings?.dry_base === 1.75, r.body.slice(0, 300));
   for (const [what, body, re] of [["dry_sequence_breakers []", { dry_sequence_breakers: [] }, /'dry_sequence_breakers'/],
     ["dry_sequence_breakers not strings", { dry_sequence_breakers: [1] }, /'dry_sequence_breakers'/], ["typ_p 1.5", { typ_p: 1.5 }, /'typ_p'/], ["xtc_threshold -1", { xtc_threshold: -1 }, /'xtc_threshold'/],
-    ["samplers out of llama.cpp's order", { samplers: ["xtc", "top_k"] }, /samplers/]]) {
+    ["a sampler twice", { samplers: ["top_k", "top_k"] }, /samplers/]]) {
     r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, ...body } });
     check(`${what}: 400 naming it`, r.status === 400 && re.test(json(r.body)?.error?.message ?? ""), [r.status, r.body]);
   }

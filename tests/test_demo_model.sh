@@ -81,4 +81,9 @@ for args in "-t 2" "-t 1 --spec mtp" "-t 2 --spec mtp --draft-max 1" "-t 1 --spe
     [ "$got" = "$want2" ] || { diff=$((diff + 1)); echo "  differs with $args: $got"; }
 done
 check "further samplers: seeded text the same plain and speculative ($diff of $runs differ)" '[ "$diff" -eq 0 ]'
+# another samplers order (temperature first: top-p and XTC see the scaled logits; DRY late)
+O="--sampler-seq tpxkde --top-p 0.9 --top-k 30 --xtc-probability 0.5 --dry-multiplier 0.8 --repeat-penalty 1.1"
+want3=$("$NEXTN" run -m "$model" -p "And God said" -n 48 --temp 1.3 --seed 5 $O --ignore-eos --no-display-prompt -t 1 2>/dev/null)
+got3=$("$NEXTN" run -m "$model" -p "And God said" -n 48 --temp 1.3 --seed 5 $O --ignore-eos --no-display-prompt -t 1 --spec mtp --draft-max 3 2>/dev/null)
+check "--sampler-seq tpxkde: text, the same plain and speculative" '[ ${#want3} -gt 30 ] && [ "$got3" = "$want3" ]'
 exit $fail

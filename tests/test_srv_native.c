@@ -261,7 +261,8 @@ static void test_samplers(void **state) {
     assert_int_equal(p.top_k, 40);
     assert_true(p.top_p == 1.0f && p.min_p == 0.0f && p.temp == 0.5f);
     assert_int_equal(p.penalty_last_n, 0);
-    samplers("[\"top-k\", \"dry\"]", false, &p); /* DRY comes before top-k in llama.cpp's order */
+    samplers("[\"top-k\", \"dry\"]", true, &p); /* DRY after top-k: that order */
+    assert_string_equal(p.samplers, "kd");
     /* llama.cpp's further samplers: listed = kept as set, left out = off */
     {
         nextn_sampler_params q = nextn_sampler_default_params();
@@ -284,7 +285,11 @@ static void test_samplers(void **state) {
     assert_true(p.top_k == 40 && p.top_p == 1.0f && p.min_p == 0.05f);
     samplers("[\"top_k\"]", true, &p);
     assert_true(p.temp == 1.0f); /* no temperature sampler: the distribution unscaled */
-    samplers("[\"temperature\", \"top_k\"]", false, &p);
+    samplers("[\"temperature\", \"top_k\"]", true, &p); /* another order: the sampler runs that chain */
+    assert_string_equal(p.samplers, "tk");
+    assert_true(p.top_p == 1.0f && p.min_p == 0.0f && p.penalty_last_n == 0);
+    samplers("\"kmt\"", true, &p);
+    assert_string_equal(p.samplers, ""); /* the default order: no order string */
     samplers("[\"top_k\", \"top_k\"]", false, &p);
     samplers("[\"mirostat\"]", false, &p);
     samplers("\"kz\"", false, &p);

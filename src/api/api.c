@@ -457,6 +457,7 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
     ip.dry_breakers = p.dry_breakers;
     ip.dry_breaker_lens = p.dry_breaker_lens;
     ip.n_dry_breakers = p.n_dry_breakers;
+    memcpy(ip.samplers, p.samplers, sizeof ip.samplers);
     ip.logit_bias = (const nx_logit_bias *)p.logit_bias; /* same layout (checked below); copied */
     ip.n_logit_bias = p.n_logit_bias;
     ip.ban = p.ban;

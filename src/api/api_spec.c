@@ -55,6 +55,7 @@ static nx_sampler_params to_nx_sampling(const nextn_sampler_params *sm) {
     p.dry_breakers = sm->dry_breakers;
     p.dry_breaker_lens = sm->dry_breaker_lens;
     p.n_dry_breakers = sm->n_dry_breakers;
+    memcpy(p.samplers, sm->samplers, sizeof p.samplers);
     p.logit_bias = (const nx_logit_bias *)sm->logit_bias; /* same layout (api.c checks it); copied */
     p.n_logit_bias = sm->n_logit_bias;
     p.ban = sm->ban;

@@ -300,7 +300,9 @@ bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *statu
     if (!v || cJSON_IsNull(v)) return true;
     static const char *const chain = "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
     bool used[S_CHAIN] = {false};
-    int last = -1, n = 0;
+    int last = -1, n = 0, n_seq = 0;
+    bool in_order = true;
+    char seq[S_CHAIN + 1];
     if (cJSON_IsString(v)) n = (int)strlen(v->valuestring);
     else if (cJSON_IsArray(v)) n = cJSON_GetArraySize(v);
     else return fail_at(status, 400, err, "'samplers' must be an array of sampler names or a string of letters");
@@ -320,12 +322,16 @@ bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *statu
                                "has %s)", i, s->valuestring, chain);
         }
         if (id == S_NEUTRAL) continue;
-        if (used[id] || id < last)
-            return fail_at(status, 400, err, "'samplers'[%d]: this server applies its samplers once each, in the "
-                           "order %s; the list must follow it", i, chain);
+        if (used[id])
+            return fail_at(status, 400, err, "'samplers'[%d]: each sampler at most once (%s)", i, chain);
+        in_order = in_order && id > last;
         used[id] = true;
         last = id;
+        seq[n_seq++] = "edskypmxt"[id];
     }
+    seq[n_seq] = '\0';
+    /* another order than llama.cpp's default: the sampler runs that chain (sample.h "Samplers order") */
+    if (!in_order) snprintf(smp->samplers, sizeof smp->samplers, "%s", seq);
     if (!used[S_PENALTIES]) smp->penalty_last_n = 0;
     if (!used[S_TOP_K]) smp->top_k = 0;
     if (!used[S_TOP_P]) smp->top_p = 1.0f;
@@ -596,6 +602,10 @@ cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ct
     cJSON *stop = cJSON_AddArrayToObject(o, "stop");
     for (int i = 0; i < r->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(r->stop[i]));
     cJSON *smp = cJSON_AddArrayToObject(o, "samplers");
+    static const char *const names[] = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
+                                        "temperature"};
+    for (const char *c = s->samplers; *c; c++) cJSON_AddItemToArray(smp, cJSON_CreateString(names[strchr("edskypmxt", *c) - "edskypmxt"]));
+    if (s->samplers[0]) return o;
     if (s->penalty_last_n != 0) cJSON_AddItemToArray(smp, cJSON_CreateString("penalties"));
     if (s->dry_multiplier != 0.0f && s->dry_base >= 1.0f && s->dry_penalty_last_n != 0)
         cJSON_AddItemToArray(smp, cJSON_CreateString("dry"));
