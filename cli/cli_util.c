@@ -306,3 +306,56 @@ void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *tab
     nx_cli_flag_names(msg, table ? table : nx_cli_gen_flags, buf, sizeof buf);
     fprintf(stderr, "nextn %s: %s\n", cmd, buf);
 }
+
+bool nx_cli_dry_breakers(const char *cmd, const nextn_model *model, nextn_sampler_params *sp, nextn_dry_seqs *dry) {
+    static const char *const breakers[] = {"\n", ":", "\"", "*"};
+    memset(dry, 0, sizeof *dry);
+    if (!(sp->dry_multiplier != 0.0f && sp->dry_base >= 1.0f && sp->dry_penalty_last_n != 0)) return true;
+    nextn_model_info mi;
+    nextn_model_get_info(model, &mi);
+    nextn_error err;
+    if (!nextn_dry_breakers(nextn_model_tokenizer(model), breakers, 4, mi.n_vocab, dry, &err)) {
+        nx_cli_report(cmd, err.msg, NULL);
+        return false;
+    }
+    sp->dry_breakers = dry->tokens;
+    sp->dry_breaker_lens = dry->lens;
+    sp->n_dry_breakers = dry->n;
+    return true;
+}
+
+bool nx_cli_sampler_seq(const char *cmd, const char *seq, nextn_sampler_params *sp) {
+    static const char all[] = "edskypmxt";
+    if (!seq) return true;
+    const size_t n = strlen(seq);
+    if (n == 0 || n >= sizeof sp->samplers) {
+        fprintf(stderr, "nextn %s: --sampler-seq: 1 to %zu letters of %s\n", cmd, sizeof sp->samplers - 1, all);
+        return false;
+    }
+    const char *last = all;
+    bool in_order = true;
+    for (size_t i = 0; i < n; i++) {
+        const char *at = strchr(all, seq[i]);
+        if (!at || strchr(seq + i + 1, seq[i])) {
+            fprintf(stderr, "nextn %s: --sampler-seq: '%c' is not one of %s, or appears twice\n", cmd, seq[i], all);
+            return false;
+        }
+        in_order = in_order && at >= last;
+        last = at;
+    }
+    /* left out: off (in any order; in the default order that is the whole effect) */
+    if (!strchr(seq, 'e')) sp->penalty_last_n = 0;
+    if (!strchr(seq, 'd')) sp->dry_multiplier = 0.0f;
+    if (!strchr(seq, 's')) sp->top_n_sigma = -1.0f;
+    if (!strchr(seq, 'k')) sp->top_k = 0;
+    if (!strchr(seq, 'y')) sp->typ_p = 1.0f;
+    if (!strchr(seq, 'p')) sp->top_p = 1.0f;
+    if (!strchr(seq, 'm')) sp->min_p = 0.0f;
+    if (!strchr(seq, 'x')) sp->xtc_probability = 0.0f;
+    if (!strchr(seq, 't')) {
+        sp->temp = 1.0f;
+        sp->dynatemp_range = 0.0f;
+    }
+    if (!in_order) snprintf(sp->samplers, sizeof sp->samplers, "%s", seq);
+    return true;
+}

@@ -95,7 +95,43 @@ void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p);
         {"--presence-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_present, "X", "presence penalty (default 0)", -1e6, \
          1e6, NULL, false},                                                                                         \
         {"--frequency-penalty", NULL, NX_ARG_FLOAT, &(sp).penalty_freq, "X", "frequency penalty (default 0)", -1e6,  \
-         1e6, NULL, false}
+         1e6, NULL, false},                                                                                         \
+        NX_CLI_SAMPLER_MORE_ARGS(sp)
+
+/* --sampler-seq LETTERS (llama-cli's): the samplers order, into a `const char *` checked and
+ * copied by nx_cli_sampler_seq. */
+#define NX_CLI_SAMPLER_SEQ_ARG(seq)                                                                                 \
+    {"--sampler-seq", NULL, NX_ARG_STRING, &(seq), "LETTERS", "samplers order, llama.cpp's letters e d s k y p m x t " \
+     "(default edskypmxt)", 0, 0, NULL, false}
+/* Copies a --sampler-seq value into sp->samplers ("edskypmxt" or a subsequence of it stays the
+ * default order, the left-out samplers turned off); false (reported) when it is not letters of
+ * that set, each at most once. */
+bool nx_cli_sampler_seq(const char *cmd, const char *seq, nextn_sampler_params *sp);
+
+/* llama.cpp's further samplers under llama-cli's flag names (run, chat; serve: the defaults). */
+#define NX_CLI_SAMPLER_MORE_ARGS(sp)                                                                                \
+    {"--typical", NULL, NX_ARG_FLOAT, &(sp).typ_p, "P", "locally typical sampling, 1 off (default 1)", 0, 1, NULL, false}, \
+        {"--top-nsigma", NULL, NX_ARG_FLOAT, &(sp).top_n_sigma, "N", "top-n-sigma: logits >= max - N std, <= 0 off (default -1)", \
+         -1e6, 1e6, NULL, false},                                                                                   \
+        {"--xtc-probability", NULL, NX_ARG_FLOAT, &(sp).xtc_probability, "P", "XTC: chance per token, 0 off (default 0)", 0, 1, \
+         NULL, false},                                                                                              \
+        {"--xtc-threshold", NULL, NX_ARG_FLOAT, &(sp).xtc_threshold, "P", "XTC: probability threshold, > 0.5 off (default 0.1)", \
+         0, 1, NULL, false},                                                                                        \
+        {"--dynatemp-range", NULL, NX_ARG_FLOAT, &(sp).dynatemp_range, "X", "dynamic temperature: temp +- X, 0 off (default 0)", \
+         0, 1e6, NULL, false},                                                                                      \
+        {"--dynatemp-exp", NULL, NX_ARG_FLOAT, &(sp).dynatemp_exponent, "X", "dynamic temperature exponent (default 1)", 0, \
+         1e6, NULL, false},                                                                                         \
+        {"--dry-multiplier", NULL, NX_ARG_FLOAT, &(sp).dry_multiplier, "X", "DRY repetition penalty, 0 off (default 0)", 0, \
+         1e6, NULL, false},                                                                                         \
+        {"--dry-base", NULL, NX_ARG_FLOAT, &(sp).dry_base, "X", "DRY base, >= 1 (default 1.75)", 1, 1e6, NULL, false}, \
+        {"--dry-allowed-length", NULL, NX_ARG_INT, &(sp).dry_allowed_length, "N", "DRY: repeats longer than N pay (default 2)", \
+         0, 1e9, NULL, false},                                                                                      \
+        {"--dry-penalty-last-n", NULL, NX_ARG_INT, &(sp).dry_penalty_last_n, "N", "DRY window, 0 off, -1 all (default -1)", \
+         -1, 1e9, NULL, false}
+
+/* With DRY on, llama.cpp's default sequence breakers ("\n", ":", "\"", "*") as token sequences
+ * into *dry (free with nextn_dry_seqs_free) and sp->dry_breakers; false (reported) on failure. */
+bool nx_cli_dry_breakers(const char *cmd, const nextn_model *model, nextn_sampler_params *sp, nextn_dry_seqs *dry);
 
 /* The speculative-decoding options of run and chat: `choice` indexes nx_cli_spec_names (0 none,
  * 1 mtp), `spec` is a nextn_spec_params, no_mtp / no_adaptive are bools. */

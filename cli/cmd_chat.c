@@ -350,6 +350,8 @@ int cmd_chat(int argc, char **argv) {
          no_history = false, no_huge_reread = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
+    nextn_dry_seqs dry = {0};
+    const char *sampler_seq = NULL;
     nextn_spec_params spec = nextn_spec_default_params();
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
@@ -363,6 +365,7 @@ int cmd_chat(int argc, char **argv) {
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "chat format instead of the model's template (chatml)", 0, 0, NULL, false},
         NX_CLI_SAMPLER_ARGS(sp),
+        NX_CLI_SAMPLER_SEQ_ARG(sampler_seq),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed, the same for every reply (default: from the clock)", 0, 0, NULL, false},
         NX_CLI_SPEC_ARGS(spec_choice, spec, no_mtp, no_adaptive),
         NX_CLI_LOAD_ARGS(no_huge_reread),
@@ -412,6 +415,7 @@ int cmd_chat(int argc, char **argv) {
     cp.n_seq = 1;
     cp.n_threads = n_threads;
     nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
+    if (!nx_cli_sampler_seq(CMD, sampler_seq, &sp) || !nx_cli_dry_breakers(CMD, model, &sp, &dry)) goto done;
     if (!nextn_spec_create(&gen, model, &cp, &spec, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;
@@ -490,6 +494,7 @@ done:
     chat_session_free(&cs);
     nextn_spec_free(gen);
     nextn_model_free(model);
+    nextn_dry_seqs_free(&dry);
     free(system_text);
     return status;
 }

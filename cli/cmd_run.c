@@ -28,6 +28,8 @@ int cmd_run(int argc, char **argv) {
     bool chat = false, no_display_prompt = false, ignore_eos = false, print_ids = false;
     uint64_t seed = 0;
     nextn_sampler_params sp = nextn_sampler_default_params();
+    nextn_dry_seqs dry = {0};
+    const char *sampler_seq = NULL;
     int spec_choice = 0;
     nextn_spec_params spec = nextn_spec_default_params();
     bool no_mtp = false, no_adaptive = false, no_normalize = false, no_huge_reread = false;
@@ -40,6 +42,7 @@ int cmd_run(int argc, char **argv) {
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens (default 4096)", 1, 1 << 24, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         NX_CLI_SAMPLER_ARGS(sp),
+        NX_CLI_SAMPLER_SEQ_ARG(sampler_seq),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed (default: from the clock, printed)", 0, 0, NULL, false},
         {"--chat", NULL, NX_ARG_FLAG, &chat, NULL, "wrap the prompt as a user turn with the model's chat template", 0, 0, NULL, false},
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml); implies --chat", 0, 0, NULL, false},
@@ -154,6 +157,7 @@ int cmd_run(int argc, char **argv) {
         nextn_context_memory(ctx, &mem);
         nx_cli_print_memory(CMD, &mem, &cp);
     }
+    if (!nx_cli_sampler_seq(CMD, sampler_seq, &sp) || !nx_cli_dry_breakers(CMD, model, &sp, &dry)) goto done;
     if (!nextn_sampler_create(&smp, model, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;
@@ -266,6 +270,7 @@ done:
     nextn_sampler_free(smp);
     nextn_context_free(ctx);
     nextn_model_free(model);
+    nextn_dry_seqs_free(&dry);
     free(ids);
     return status;
 }

@@ -16,7 +16,10 @@
 #define CMD "serve"
 
 int cmd_serve(int argc, char **argv) {
-    const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *chat_format = NULL;
+    const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *chat_format = NULL;
+    const char *alias_v[NX_SRV_MAX_ALIASES];
+    nx_arg_list alias_list = {.v = alias_v, .cap = NX_SRV_MAX_ALIASES};
+    bool strict_model = false, models_need_key = false, no_slots = false;
     int32_t port = 8080, n_slots = 1, n_ctx = 4096, n_batch = 512, n_threads = 0, n_predict = -1, max_queue = 64;
     int32_t max_body_mb = 16, timeout_s = 30;
     const char *cors = NULL, *tags = NULL, *slot_save_path = NULL;
@@ -43,12 +46,16 @@ int cmd_serve(int argc, char **argv) {
         {"--top-k", NULL, NX_ARG_INT, &sp.top_k, "N", "default top-k, 0 off (default 40)", 0, 1e9, NULL, false},
         {"--top-p", NULL, NX_ARG_FLOAT, &sp.top_p, "P", "default top-p (default 0.95)", 0, 1, NULL, false},
         {"--min-p", NULL, NX_ARG_FLOAT, &sp.min_p, "P", "default min-p (default 0.05)", 0, 1, NULL, false},
+        NX_CLI_SAMPLER_MORE_ARGS(sp),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "default sampling seed (default: from the clock)", 0, 0, NULL, false},
-        {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, NULL, false},
+        {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health and /v1/models", 0, 0, NULL, false},
+        {"--models-need-key", NULL, NX_ARG_FLAG, &models_need_key, NULL, "--api-key guards /v1/models too (default: it is public, as llama-server's)", 0, 0, NULL, false},
+        {"--strict-model-name", NULL, NX_ARG_FLAG, &strict_model, NULL, "a request's \"model\" must name this model or an alias: 404 otherwise (default: any name is answered by the one model)", 0, 0, NULL, false},
+        {"--no-slots", NULL, NX_ARG_FLAG, &no_slots, NULL, "GET /slots answers 501 (default: served)", 0, 0, NULL, false},
         {"--cors", NULL, NX_ARG_STRING, &cors, "ORIGINS", "let web pages from these origins call the API (comma-separated, e.g. https://app.example; * = any; localhost = any localhost origin); default: none", 0, 0, NULL, false},
         {"--cors-origins", NULL, NX_ARG_STRING, &cors, "ORIGINS", "the same as --cors (llama-server's name)", 0, 0, NULL, false},
         {"--timeout", NULL, NX_ARG_INT, &timeout_s, "S", "close a connection idle this many seconds (keep-alive, slow upload; default 30)", 1, 86400, NULL, false},
-        {"--alias", "-a", NX_ARG_STRING, &alias, "NAMES", "model names the API answers to, comma-separated; the first in sorted order is the id reported (default: the file name)", 0, 0, NULL, false},
+        {"--alias", "-a", NX_ARG_LIST, &alias_list, "NAMES", "model names, comma-separated or the option repeated; the first in sorted order is the id reported (default: the file name)", 0, 0, NULL, false},
         {"--tags", NULL, NX_ARG_STRING, &tags, "TAGS", "model tags listed by /v1/models, comma-separated (informational)", 0, 0, NULL, false},
         {"--slot-save-path", NULL, NX_ARG_STRING, &slot_save_path, "DIR", "folder of slot files (POST /slots/{id}?action=save|restore); default: those actions off", 0, 0, NULL, false},
         {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
@@ -93,7 +100,17 @@ int cmd_serve(int argc, char **argv) {
     const char *base = strrchr(model_path, '/');
     /* --alias a,b and --tags x,y: trimmed, empty ones dropped, aliases sorted (the first is the id,
      * as llama-server keeps them in a sorted set) */
-    static char alias_buf[2048], tag_buf[2048];
+    static char alias_buf[2048], tag_buf[2048], alias_join[2048];
+    const char *alias = NULL;
+    for (int i = 0; i < alias_list.n; i++) {
+        const size_t l = strlen(alias_join);
+        if (l + strlen(alias_list.v[i]) + 2 > sizeof alias_join) {
+            nextn_model_free(model);
+            return nx_usage_error(CMD, "--alias: the names are longer than %zu bytes in all", sizeof alias_join - 2);
+        }
+        snprintf(alias_join + l, sizeof alias_join - l, "%s%s", i ? "," : "", alias_list.v[i]);
+        alias = alias_join;
+    }
     const char *aliases[NX_SRV_MAX_ALIASES], *tag_list[NX_SRV_MAX_ALIASES];
     int n_aliases = 0, n_tags = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -128,6 +145,8 @@ int cmd_serve(int argc, char **argv) {
         .timeout_s = timeout_s,
         .port = port,
         .api_key = api_key,
+        .models_need_key = models_need_key,
+        .no_slots = no_slots,
         .model_name = n_aliases ? aliases[0] : base ? base + 1 : model_path,
         .slot_save_path = slot_save_path,
         .chat_format = chat_format,
@@ -138,7 +157,7 @@ int cmd_serve(int argc, char **argv) {
                    .kv_type_v = (nextn_kv_type)(v_choice >= 0 ? v_choice : kv_choice), .max_queue = max_queue,
                    .spec = spec_choice == 1, .spec_params = spec,
                    .no_cache = no_cache, .n_ckpt = n_ckpt, .ckpt_every = ckpt_every},
-        .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think},
+        .defaults = {.smp = sp, .max_tokens = n_predict, .enable_thinking = !no_think, .strict_model = strict_model},
     };
     for (int i = 0; i < n_aliases; i++) p.defaults.aliases[i] = aliases[i];
     for (int i = 0; i < n_tags; i++) p.defaults.tags[i] = tag_list[i];

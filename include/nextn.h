@@ -230,12 +230,44 @@ typedef struct nextn_sampler_params {
     float penalty_freq;        /* default 0 */
     float penalty_present;     /* default 0 */
     uint64_t seed;             /* default 0 */
+    /* llama.cpp's further samplers, in its order and semantics (docs/cli.md "Sampling") */
+    float typ_p;               /* locally typical sampling, default 1 (off) */
+    float top_n_sigma;         /* keep logits >= max - n * std, default -1 (off) */
+    float xtc_probability;     /* XTC, default 0 (off) */
+    float xtc_threshold;       /* XTC, default 0.1 (> 0.5 off) */
+    float dynatemp_range;      /* dynamic temperature temp +- range, default 0 (off) */
+    float dynatemp_exponent;   /* default 1 */
+    float dry_multiplier;      /* DRY repetition penalty, default 0 (off) */
+    float dry_base;            /* default 1.75 */
+    int32_t dry_allowed_length;/* default 2 */
+    int32_t dry_penalty_last_n;/* default -1 (the whole history), 0 off */
+    const int32_t *dry_breakers;     /* sequence breakers as token sequences (nextn_dry_breakers
+                                      * makes them from strings): n_dry_breakers sequences of
+                                      * dry_breaker_lens[i] ids, concatenated; copied; default none */
+    const int32_t *dry_breaker_lens;
+    int32_t n_dry_breakers;
+    char samplers[16];         /* "" (default): llama.cpp's default order; else its letters (e d s k
+                                * y p m x t), each at most once: only those, in that order */
     const nextn_logit_bias *logit_bias; /* n_logit_bias entries (default none); copied when a
                                          * sampler or a generator's sequence is set up */
     int32_t n_logit_bias;
+    const int32_t *ban;        /* n_ban token ids never sampled (default none; copied), e.g. the
+                                * end-of-generation tokens for llama.cpp's ignore_eos; unlike a
+                                * -inf logit_bias they leave nextn_sampler_logprobs unchanged */
+    int32_t n_ban;
 } nextn_sampler_params;
 
 nextn_sampler_params nextn_sampler_default_params(void);
+/* DRY sequence breakers: strings (llama.cpp's default: "\n", ":", "\"", "*") into the token
+ * sequences of nextn_sampler_params.dry_breakers, as llama.cpp makes them (src/api/api_dry.c).
+ * n_vocab: the model's.  Free with nextn_dry_seqs_free. */
+typedef struct nextn_dry_seqs {
+    int32_t *tokens, *lens;
+    int32_t n;
+} nextn_dry_seqs;
+bool nextn_dry_breakers(nextn_tokenizer *tok, const char *const *strs, int32_t n_strs, int32_t n_vocab,
+                        nextn_dry_seqs *out, nextn_error *err);
+void nextn_dry_seqs_free(nextn_dry_seqs *s);
 bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const nextn_sampler_params *params,
                           nextn_error *err);
 void nextn_sampler_free(nextn_sampler *s);

@@ -5,6 +5,9 @@
 //   proto      BASE KEY          malformed-request table, protocol details (HEAD, 405 + Allow, auth
 //                                scheme, WWW-Authenticate, no CORS by default, idle keep-alive close)
 //   cors       BASE ORIGIN       --cors ORIGIN: only that origin is allowed, pre-flight included
+//   clients    BASE KEY          what off-the-shelf clients meet (issue 37): a placeholder "model" is
+//                                answered by the one model, /v1/models public under --api-key,
+//                                --no-slots, ignore_eos's end-of-generation bans in generation_settings
 //   disconnect BASE              a non-streamed client that hangs up (running or queued) frees its place
 //   sigterm    BASE PID          SIGTERM with requests running, queued and streaming: each gets a
 //                                final error (503, same for streams) or completes
@@ -196,11 +199,98 @@ if (mode === "cors") {
   check("--cors: another origin gets no grant", r.headers["access-control-allow-origin"] === undefined, r.headers);
   r = await req("OPTIONS", "/v1/chat/completions", { headers: { Origin: origin, "Access-Control-Request-Method": "POST",
     "Access-Control-Request-Headers": "authorization, content-type" } });
-  check("--cors: pre-flight for the allowed origin: 204 with methods and headers", r.status === 204 &&
+  check("--cors: pre-flight for the allowed origin: 200 (as llama-server) with methods and headers", r.status === 200 &&
     r.headers["access-control-allow-origin"] === origin && /POST/.test(r.headers["access-control-allow-methods"] ?? "") &&
     /content-type/i.test(r.headers["access-control-allow-headers"] ?? "") && /authorization/i.test(r.headers["access-control-allow-headers"] ?? ""), [r.status, r.headers]);
   r = await req("GET", "/v1/nowhere", { headers: { Origin: origin } });
   check("--cors: errors carry the grant too (the page can read them)", r.status === 404 && r.headers["access-control-allow-origin"] === origin, r.headers);
+  process.exit(failed);
+}
+
+if (mode === "clients") {
+  const key = rest[0];
+  // the OpenAI SDKs send whatever name the app was written for: the one model answers, named truly
+  let r = await req("POST", "/v1/chat/completions", { key, body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
+  let j = json(r.body);
+  check("a placeholder model name is answered by the served model, and the reply names it", r.status === 200 && j?.model === "alt", [r.status, r.body.slice(0, 300)]);
+  r = await req("POST", "/v1/completions", { key, body: { model: "text-davinci-003", prompt: "In the beginning", max_tokens: 2 } });
+  check("the same on /v1/completions", r.status === 200 && json(r.body)?.model === "alt", [r.status, r.body.slice(0, 300)]);
+  r = await req("POST", "/v1/completions", { key, body: { model: 5, prompt: "x", max_tokens: 1 } });
+  check("a model that is not a string is still a 400", r.status === 400 && /'model'/.test(r.body), [r.status, r.body]);
+  // /v1/models is public (as llama-server's); generation still needs the key
+  r = await req("GET", "/v1/models", {});
+  j = json(r.body);
+  check("GET /v1/models without the key: 200, every --alias (repeated and comma-listed) listed", r.status === 200 &&
+    j?.data?.[0]?.id === "alt" && JSON.stringify(j.data[0].aliases) === JSON.stringify(["alt", "demo", "third"]), [r.status, r.body]);
+  r = await req("GET", "/models", {});
+  check("GET /models without the key: 200", r.status === 200, r.status);
+  r = await req("POST", "/v1/completions", { body: { prompt: "x", max_tokens: 1 } });
+  check("generation without the key: still 401", r.status === 401, [r.status, r.body]);
+  r = await req("GET", "/props", {});
+  check("/props without the key: still 401", r.status === 401, r.status);
+  // --no-slots
+  r = await req("GET", "/slots", { key });
+  j = json(r.body);
+  check("--no-slots: GET /slots is 501 not_supported_error", r.status === 501 && j?.error?.type === "not_supported_error" &&
+    /--no-slots/.test(j?.error?.message ?? ""), [r.status, r.body]);
+  // ignore_eos bans the end-of-generation tokens, and generation_settings.logit_bias says so
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 2, ignore_eos: true, logit_bias: [[5, 1.5]] } });
+  j = json(r.body);
+  const lb = j?.generation_settings?.logit_bias ?? [];
+  const bans = lb.filter((e) => e[1] === false).map((e) => e[0]);
+  check("ignore_eos: generation_settings.logit_bias keeps the request's entries and adds a ban per EOG token",
+    r.status === 200 && lb.length >= 2 && lb[0][0] === 5 && lb[0][1] === 1.5 && bans.length === lb.length - 1, [r.status, lb]);
+  let texts = [];
+  for (const id of bans) {
+    const d = await req("POST", "/detokenize", { key, body: { tokens: [id] } });
+    texts.push(json(d.body)?.content);
+  }
+  check("ignore_eos: the banned tokens are the end-of-generation ones (<|endoftext|>, <|im_end|>, ...)",
+    texts.length > 0 && texts.every((t) => /^<\|[a-z_]+\|>$/.test(t ?? "")) && texts.includes("<|endoftext|>"), texts);
+  // llama.cpp's further samplers are honoured: XTC at probability 1 and threshold 0 on the top 2
+  // removes the best, so greedy takes the second-best token
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, temperature: 0, n_probs: 2 } });
+  const alt = json(r.body)?.completion_probabilities?.[0]?.top_logprobs?.[1]?.id;
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, temperature: 0, top_k: 2,
+    xtc_probability: 1, xtc_threshold: 0, return_tokens: true } });
+  j = json(r.body);
+  check("xtc_probability 1, xtc_threshold 0, top_k 2, greedy: the second-best token", alt !== undefined && j?.tokens?.[0] === alt, [alt, j?.tokens]);
+  check("generation_settings: XTC's fields and 'xtc' in the sampler list", j?.generation_settings?.xtc_probability === 1 &&
+    j.generation_settings.xtc_threshold === 0 && JSON.stringify(j.generation_settings.samplers) === '["penalties","top_k","top_p","min_p","xtc","temperature"]',
+    j?.generation_settings);
+  r = await req("POST", "/v1/completions", { key, body: { prompt: "In the beginning", max_tokens: 2, seed: 3, typ_p: 0.9, top_n_sigma: 2,
+    dynatemp_range: 0.5, dynatemp_exponent: 2, typical_p: 0.8 } });
+  check("typ_p / typical_p, top_n_sigma, dynatemp_*: 200", r.status === 200, r.body.slice(0, 300));
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, typical_p: 0.7, top_n_sigma: 1.5,
+    dynatemp_range: 0.25, samplers: ["top_n_sigma", "top_k", "typ_p", "temperature"] } });
+  j = json(r.body)?.generation_settings;
+  check("generation_settings reports them; samplers in llama.cpp's order", r.status === 200 && Math.abs(j?.typical_p - 0.7) < 1e-6 &&
+    j.top_n_sigma === 1.5 && j.dynatemp_range === 0.25 && JSON.stringify(j.samplers) === '["top_n_sigma","top_k","typ_p","temperature"]', j);
+  // DRY: a repetitive prompt, greedy; a strong DRY changes the continuation, reports its fields
+  const rp = "And God said, Let there be light. And God said, Let there be light. And God said,";
+  r = await req("POST", "/completion", { key, body: { prompt: rp, n_predict: 12, temperature: 0, return_tokens: true } });
+  const plainToks = json(r.body)?.tokens;
+  r = await req("POST", "/completion", { key, body: { prompt: rp, n_predict: 12, temperature: 0, return_tokens: true,
+    dry_multiplier: 50, dry_base: 1.75, dry_allowed_length: 1, dry_penalty_last_n: -1, dry_sequence_breakers: ["\n", "."] } });
+  j = json(r.body);
+  check("DRY: a strong penalty changes the greedy continuation of a repetitive prompt", r.status === 200 && plainToks?.length === 12 &&
+    JSON.stringify(j?.tokens) !== JSON.stringify(plainToks), [plainToks, j?.tokens, r.body.slice(0, 200)]);
+  const gs = j?.generation_settings;
+  check("DRY: generation_settings reports it, 'dry' in the sampler list", gs?.dry_multiplier === 50 && gs.dry_allowed_length === 1 &&
+    JSON.stringify(gs.dry_sequence_breakers) === JSON.stringify(["\n", "."]) && gs.samplers?.[1] === "dry", gs);
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 1, samplers: ["temperature", "top_p", "xtc"] } });
+  check("samplers in another order: served, that order reported", r.status === 200 &&
+    JSON.stringify(json(r.body)?.generation_settings?.samplers) === '["temperature","top_p","xtc"]', r.body.slice(0, 300));
+  r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, dry_base: 0.5 } });
+  check("dry_base below 1 means the default (as llama-server)", r.status === 200 && json(r.body)?.generation_settings?.dry_base === 1.75, r.body.slice(0, 300));
+  for (const [what, body, re] of [["dry_sequence_breakers []", { dry_sequence_breakers: [] }, /'dry_sequence_breakers'/],
+    ["dry_sequence_breakers not strings", { dry_sequence_breakers: [1] }, /'dry_sequence_breakers'/], ["typ_p 1.5", { typ_p: 1.5 }, /'typ_p'/], ["xtc_threshold -1", { xtc_threshold: -1 }, /'xtc_threshold'/],
+    ["a sampler twice", { samplers: ["top_k", "top_k"] }, /samplers/]]) {
+    r = await req("POST", "/completion", { key, body: { prompt: "x", n_predict: 1, ...body } });
+    check(`${what}: 400 naming it`, r.status === 400 && re.test(json(r.body)?.error?.message ?? ""), [r.status, r.body]);
+  }
+  r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 2 } });
+  check("without ignore_eos: no ban listed", r.status === 200 && (json(r.body)?.generation_settings?.logit_bias ?? [1]).length === 0, r.body.slice(0, 300));
   process.exit(failed);
 }
 

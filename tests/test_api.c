@@ -417,9 +417,62 @@ static void test_sampling(void **state) {
     nextn_context_free(c);
 }
 
+/* nextn_dry_breakers against the tokenizer itself: the one-token breakers are exactly the tokens
+ * whose text contains the string; every longer sequence is a token whose text ends with a proper
+ * prefix of the string followed by the rest of the string's tokens; every such token has one. */
+static void test_dry_breakers(void **state) {
+    (void)state;
+    nextn_tokenizer *tok = nextn_model_tokenizer(model);
+    nextn_model_info mi;
+    nextn_model_get_info(model, &mi);
+    static const char *const strs[] = {"\n", ":", "e t", "the"};
+    nextn_error err;
+    for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
+        nextn_dry_seqs d;
+        assert_true(nextn_dry_breakers(tok, &strs[k], 1, mi.n_vocab, &d, &err));
+        const char *str = strs[k];
+        const size_t sl = strlen(str);
+        int32_t n_heads_seen = 0, n_single = 0;
+        for (int32_t id = 0; id < mi.n_vocab; id++) {
+            char w[512];
+            size_t wl = 0;
+            assert_true(nextn_detokenize(tok, &id, 1, true, w, sizeof w - 1, &wl, &err));
+            w[wl] = '\0';
+            const bool contains = wl > 0 && strstr(w, str) != NULL;
+            bool ends_with_prefix = false; /* w ends with str[0..i) for some 0 < i < sl */
+            for (size_t i = 1; i < sl && !contains; i++)
+                ends_with_prefix |= wl >= i && memcmp(w + wl - i, str, i) == 0;
+            bool single = false, multi = false;
+            for (int32_t q = 0, off = 0; q < d.n; off += d.lens[q++]) {
+                if (d.tokens[off] != id) continue;
+                if (d.lens[q] == 1) single = true;
+                else {
+                    multi = true;
+                    /* the tail renders the rest of the string after some prefix the token ends with */
+                    char t[512];
+                    size_t tl = 0;
+                    assert_true(nextn_detokenize(tok, d.tokens + off + 1, d.lens[q] - 1, false, t, sizeof t, &tl, &err));
+                    assert_true(tl < sl);
+                    const size_t i = sl - tl;
+                    assert_memory_equal(t, str + i, tl);
+                    assert_true(wl >= i && memcmp(w + wl - i, str, i) == 0);
+                }
+            }
+            assert_int_equal(single, contains);
+            if (ends_with_prefix) assert_true(multi);
+            if (!ends_with_prefix) assert_false(multi);
+            n_single += single;
+            n_heads_seen += multi;
+        }
+        assert_true(n_single > 0 || n_heads_seen > 0);
+        nextn_dry_seqs_free(&d);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_dry_breakers),
         cmocka_unit_test(test_info_and_context),
         cmocka_unit_test(test_decode_outputs),
         cmocka_unit_test(test_batch_equals_sequential),

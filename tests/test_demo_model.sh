@@ -64,4 +64,22 @@ done
 check "seeded sampled text is the same plain and speculative, any draft length, threads ($diff of $runs differ)" '[ "$diff" -eq 0 ]'
 other=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 6 --ignore-eos --no-display-prompt -t 1 --spec mtp 2>/dev/null)
 check "another seed gives another text" '[ -n "$other" ] && [ "$other" != "$want" ]'
+
+# ---- the same with llama.cpp's further samplers (DRY, typical, top-n-sigma, XTC with its coin keyed on
+# the position, dynamic temperature): still exact under MTP
+X="--typical 0.95 --top-nsigma 2.5 --xtc-probability 0.5 --xtc-threshold 0.1 --dynatemp-range 0.5 --dynatemp-exp 1.5 --dry-multiplier 0.8 --dry-allowed-length 2"
+want2=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 5 $X --ignore-eos --no-display-prompt -t 1 2>/dev/null)
+check "further samplers: text, and not the text without them" '[ ${#want2} -gt 40 ] && [ "$want2" != "$want" ]'
+diff=0; runs=0
+for args in "-t 2" "-t 1 --spec mtp" "-t 2 --spec mtp --draft-max 1" "-t 1 --spec mtp --draft-max 5 --no-adaptive"; do
+    runs=$((runs + 1))
+    got=$("$NEXTN" run -m "$model" -p "And God said" -n 64 --temp 1 --seed 5 $X --ignore-eos --no-display-prompt $args 2>"$tmp/err")
+    [ "$got" = "$want2" ] || { diff=$((diff + 1)); echo "  differs with $args: $got"; }
+done
+check "further samplers: seeded text the same plain and speculative ($diff of $runs differ)" '[ "$diff" -eq 0 ]'
+# another samplers order (temperature first: top-p and XTC see the scaled logits; DRY late)
+O="--sampler-seq tpxkde --top-p 0.9 --top-k 30 --xtc-probability 0.5 --dry-multiplier 0.8 --repeat-penalty 1.1"
+want3=$("$NEXTN" run -m "$model" -p "And God said" -n 48 --temp 1.3 --seed 5 $O --ignore-eos --no-display-prompt -t 1 2>/dev/null)
+got3=$("$NEXTN" run -m "$model" -p "And God said" -n 48 --temp 1.3 --seed 5 $O --ignore-eos --no-display-prompt -t 1 --spec mtp --draft-max 3 2>/dev/null)
+check "--sampler-seq tpxkde: text, the same plain and speculative" '[ ${#want3} -gt 30 ] && [ "$got3" = "$want3" ]'
 exit $fail

@@ -669,6 +669,161 @@ static void test_shared_noise_coupling(void **state) {
     nx_sampler_free(s);
 }
 
+/* ---- llama.cpp's further samplers on the same logits (tests/fixtures/samplers/README.md) ------ */
+
+static void set_param(nx_sampler_params *p, const char *key, float v) {
+    if (strcmp(key, "temp") == 0) p->temp = v;
+    else if (strcmp(key, "top_k") == 0) p->top_k = (int32_t)v;
+    else if (strcmp(key, "top_p") == 0) p->top_p = v;
+    else if (strcmp(key, "min_p") == 0) p->min_p = v;
+    else if (strcmp(key, "typ_p") == 0) p->typ_p = v;
+    else if (strcmp(key, "top_n_sigma") == 0) p->top_n_sigma = v;
+    else if (strcmp(key, "xtc_probability") == 0) p->xtc_probability = v;
+    else if (strcmp(key, "xtc_threshold") == 0) p->xtc_threshold = v;
+    else if (strcmp(key, "dynatemp_range") == 0) p->dynatemp_range = v;
+    else if (strcmp(key, "dynatemp_exponent") == 0) p->dynatemp_exponent = v;
+    else if (strcmp(key, "min_keep") == 0) p->min_keep = (int32_t)v;
+    else if (strcmp(key, "penalty_last_n") == 0) p->penalty_last_n = (int32_t)v;
+    else if (strcmp(key, "repeat_penalty") == 0) p->penalty_repeat = v;
+    else if (strcmp(key, "frequency_penalty") == 0) p->penalty_freq = v;
+    else if (strcmp(key, "presence_penalty") == 0) p->penalty_present = v;
+    else if (strcmp(key, "dry_multiplier") == 0) p->dry_multiplier = v;
+    else if (strcmp(key, "dry_base") == 0) p->dry_base = v;
+    else if (strcmp(key, "dry_allowed_length") == 0) p->dry_allowed_length = (int32_t)v;
+    else if (strcmp(key, "dry_penalty_last_n") == 0) p->dry_penalty_last_n = (int32_t)v;
+    else fail_msg("fixture: unknown parameter '%s'", key);
+}
+
+/* Each case of llama.txt: our chain with the same parameters keeps the same tokens, with the
+ * probabilities llama.cpp's dist sampler would draw from (within float rounding). */
+static void test_llama_fixtures(void **state) {
+    (void)state;
+    size_t len = 0;
+    char *text = tu_read_file(tu_src_path("tests/fixtures/samplers/llama.txt"), &len);
+    assert_non_null(text);
+    int n_cases = 0;
+    char *save = NULL, name[128] = "";
+    nx_sampler_params p = nx_sampler_default_params();
+    float logits[256];
+    int n = 0;
+    int32_t hist[512], brk[64], brk_len[16];
+    int n_hist = 0, n_brk = 0, n_brk_tok = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "case ", 5) == 0) {
+            snprintf(name, sizeof name, "%s", line + 5);
+            p = nx_sampler_default_params();
+            p.penalty_last_n = 0;
+            p.seed = 1234;
+            n_hist = n_brk = n_brk_tok = 0;
+        } else if (strncmp(line, "history", 7) == 0) {
+            for (char *c = line + 7, *e = NULL;; c = e) {
+                const long t = strtol(c, &e, 10);
+                if (e == c) break;
+                assert_true(n_hist < 512);
+                hist[n_hist++] = (int32_t)t;
+            }
+        } else if (strncmp(line, "breakers", 8) == 0) {
+            for (char *c = line + 8, *e = NULL;; c = e) {
+                const long t = strtol(c, &e, 10);
+                if (e == c) break;
+                assert_true(n_brk_tok < 64 && n_brk < 16);
+                if (c[0] == ' ') brk_len[n_brk++] = 0; /* a new sequence after a blank */
+                brk[n_brk_tok++] = (int32_t)t;
+                brk_len[n_brk - 1]++;
+                if (*e == ',') e++;
+            }
+            p.dry_breakers = brk;
+            p.dry_breaker_lens = brk_len;
+            p.n_dry_breakers = n_brk;
+        } else if (strncmp(line, "params", 6) == 0) {
+            char *sv = NULL;
+            for (char *kv = strtok_r(line + 6, " ", &sv); kv; kv = strtok_r(NULL, " ", &sv)) {
+                char *eq = strchr(kv, '=');
+                assert_non_null(eq);
+                *eq = '\0';
+                if (strcmp(kv, "order") == 0) snprintf(p.samplers, sizeof p.samplers, "%s", eq + 1);
+                else set_param(&p, kv, strtof(eq + 1, NULL));
+            }
+        } else if (strncmp(line, "logits", 6) == 0) {
+            n = 0;
+            for (char *c = line + 6, *e = NULL;; c = e) {
+                const float v = strtof(c, &e);
+                if (e == c) break;
+                assert_true(n < 256);
+                logits[n++] = v;
+            }
+        } else if (strncmp(line, "probs", 5) == 0) {
+            double want[256] = {0}, got[256];
+            int n_want = 0;
+            for (char *c = line + 5, *e = NULL;; c = e) {
+                const long id = strtol(c, &e, 10);
+                if (e == c) break;
+                assert_true(*e == ':' && id >= 0 && id < n);
+                want[id] = strtod(e + 1, &e);
+                n_want++;
+            }
+            nx_sampler *s = make(n, p);
+            nx_dist d;
+            nx_err err;
+            assert_true(nx_dist_init(&d, n, &err));
+            for (int i = 0; i < n_hist; i++) assert_true(nx_sampler_accept(s, hist[i], &err));
+            if (!nx_sampler_dist(s, logits, &d, &err)) fail_msg("%s: %s", name, err.msg);
+            dense_of(&d, got, n);
+            int n_got = 0;
+            for (int i = 0; i < n; i++) n_got += got[i] > 0.0;
+            if (n_got != n_want) fail_msg("%s: %d tokens kept, llama.cpp keeps %d", name, n_got, n_want);
+            for (int i = 0; i < n; i++)
+                if ((want[i] > 0.0) != (got[i] > 0.0) || fabs(want[i] - got[i]) > 2e-6 + 1e-5 * want[i])
+                    fail_msg("%s: token %d: p = %.9g, llama.cpp %.9g", name, i, got[i], want[i]);
+            nx_dist_free(&d);
+            nx_sampler_free(s);
+            n_cases++;
+        }
+    }
+    free(text);
+    assert_true(n_cases >= 35);
+}
+
+/* XTC's coin: a function of (seed, position) - the same decision when a position is sampled
+ * again (a speculative verify) - and taken with the asked probability. */
+static void test_xtc_coin(void **state) {
+    (void)state;
+    const float logits[6] = {3.0f, 2.9f, 2.8f, 0.0f, -1.0f, -2.0f}; /* three tokens above 0.1 */
+    nx_sampler_params p = plain(1.0f);
+    p.xtc_probability = 0.3f;
+    p.xtc_threshold = 0.1f;
+    p.seed = 77;
+    nx_sampler *s = make(6, p), *t = make(6, p);
+    nx_dist d, e;
+    nx_err err;
+    assert_true(nx_dist_init(&d, 6, &err) && nx_dist_init(&e, 6, &err));
+    int applied = 0;
+    const int N = 4000;
+    for (int k = 0; k < N; k++) {
+        assert_true(nx_sampler_dist(s, logits, &d, &err));
+        const bool cut = nx_dist_prob(&d, 0) == 0.0f;
+        if (cut) assert_string_equal(id_set(&d), "2,3,4,5"); /* the least likely above the threshold stays */
+        else assert_int_equal(d.n, 6);
+        applied += cut;
+        assert_true(nx_sampler_dist(s, logits, &e, &err)); /* again at the same position: the same */
+        assert_int_equal(nx_dist_prob(&e, 0) == 0.0f, cut);
+        if (k % 3 == 0) { /* another sampler on the same seed, accepted differently, agrees per position */
+            assert_true(nx_sampler_dist(t, logits, &e, &err));
+            assert_int_equal(nx_dist_prob(&e, 0) == 0.0f, cut);
+        }
+        assert_true(nx_sampler_accept(s, k % 6, &err));
+        if (k % 3 == 2) {
+            for (int j = 0; j < 3; j++) assert_true(nx_sampler_accept(t, 5 - (k + j) % 6, &err));
+        }
+    }
+    /* 0.3 +- 4.5 sigma (sigma = 0.0072 at N = 4000) */
+    assert_true(fabs((double)applied / N - 0.3) < 0.033);
+    nx_dist_free(&d);
+    nx_dist_free(&e);
+    nx_sampler_free(s);
+    nx_sampler_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_match_llama),
@@ -686,6 +841,8 @@ int main(void) {
         cmocka_unit_test(test_big_vocab_top_k),
         cmocka_unit_test(test_draw_order_independent),
         cmocka_unit_test(test_shared_noise_coupling),
+        cmocka_unit_test(test_llama_fixtures),
+        cmocka_unit_test(test_xtc_coin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,8 @@ stop() {
 }
 
 # ---- the malformed-request table and the protocol details
-start "$tmp/proto.log" -np 2 -c 256 --api-key secret --alias demo --max-body 1 -t 1 --timeout 2
+start "$tmp/proto.log" -np 2 -c 256 --api-key secret --alias demo --max-body 1 -t 1 --timeout 2 --strict-model-name \
+  --models-need-key
 check "server starts" '[ -n "$base" ]'
 if [ -n "$base" ]; then
   node "$js" proto "$base" secret || fail=1
@@ -45,6 +46,35 @@ start "$tmp/cors.log" -np 1 -c 256 -t 1 --host ::1 --cors "https://app.example,h
 check "--host ::1: listens on http://[::1]:PORT" '[[ "$base" == http://\[::1\]:* ]] && curl -fsS "$base/health" >/dev/null'
 [ -n "$base" ] && { node "$js" cors "$base" "https://other.example" || fail=1; }
 stop
+
+# ---- what off-the-shelf clients meet: placeholder model names, public /v1/models, --no-slots,
+# ignore_eos's bans; CORS pre-flights as the OpenAI SDKs send them (curl)
+start "$tmp/clients.log" -np 1 -c 256 -t 1 --api-key secret --alias demo --alias alt,third --no-slots \
+  --cors https://app.example
+if [ -n "$base" ]; then
+  node "$js" clients "$base" secret || fail=1
+  curl -sS -D "$tmp/h" -o /dev/null -X OPTIONS "$base/v1/chat/completions" -H "Origin: https://app.example" \
+    -H "Access-Control-Request-Method: POST" \
+    -H "Access-Control-Request-Headers: authorization,content-type,x-stainless-os,x-stainless-retry-count,openai-organization"
+  check "pre-flight with the SDK's headers: 200, the asked headers echoed, the origin granted" \
+    'head -1 "$tmp/h" | grep -q " 200" && grep -qi "^access-control-allow-headers: authorization,content-type,x-stainless-os,x-stainless-retry-count,openai-organization" "$tmp/h" &&
+     grep -qi "^access-control-allow-origin: https://app.example" "$tmp/h" && grep -qi "^access-control-allow-methods: .*POST" "$tmp/h"'
+  curl -sS -D "$tmp/h" -o /dev/null -X OPTIONS "$base/v1/chat/completions" -H "Origin: https://app.example" \
+    -H "Access-Control-Request-Method: POST"
+  check "pre-flight asking for no headers: the SDKs' headers are granted by name" \
+    'grep -i "^access-control-allow-headers:" "$tmp/h" | grep -qi "x-stainless-retry-count" && grep -i "^access-control-allow-headers:" "$tmp/h" | grep -qi "openai-organization"'
+  curl -sS -D "$tmp/h" -o /dev/null -X OPTIONS "$base/v1/chat/completions" -H "Origin: https://app.example" \
+    -H "Access-Control-Request-Method: POST" -H "Access-Control-Request-Headers: x-a(b)"
+  check "pre-flight asking for a malformed header list: not echoed, the named list instead" \
+    '! grep -qi "x-a(b)" "$tmp/h" && grep -qi "^access-control-allow-headers: Authorization" "$tmp/h"'
+  curl -sS -D "$tmp/h" -o /dev/null -X OPTIONS "$base/v1/chat/completions" -H "Origin: https://evil.example" \
+    -H "Access-Control-Request-Method: POST" -H "Access-Control-Request-Headers: x-stainless-os"
+  check "pre-flight from another origin: no grant, no headers echoed" \
+    '! grep -qi "^access-control-allow" "$tmp/h"'
+  stop
+else
+  cat "$tmp/clients.log"
+fi
 
 # ---- --host localhost: every address it names
 start "$tmp/localhost.log" -np 1 -c 64 -t 1 --host localhost --ctx-checkpoints 1

@@ -257,15 +257,39 @@ static void test_samplers(void **state) {
     samplers("[\"penalties\", \"top_k\", \"top_p\", \"min_p\", \"temperature\"]", true, &p);
     assert_int_equal(p.top_k, 40);
     assert_true(p.top_p == 0.95f && p.min_p == 0.05f && p.temp == 0.5f && p.penalty_last_n == 64);
-    samplers("[\"top-k\", \"dry\", \"xtc\", \"Temperature\"]", true, &p);
+    samplers("[\"dry\", \"top-k\", \"xtc\", \"Temperature\"]", true, &p);
     assert_int_equal(p.top_k, 40);
     assert_true(p.top_p == 1.0f && p.min_p == 0.0f && p.temp == 0.5f);
     assert_int_equal(p.penalty_last_n, 0);
+    samplers("[\"top-k\", \"dry\"]", true, &p); /* DRY after top-k: that order */
+    assert_string_equal(p.samplers, "kd");
+    /* llama.cpp's further samplers: listed = kept as set, left out = off */
+    {
+        nextn_sampler_params q = nextn_sampler_default_params();
+        q.typ_p = 0.5f;
+        q.top_n_sigma = 2.0f;
+        q.xtc_probability = 0.5f;
+        q.dry_multiplier = 0.8f;
+        q.dynatemp_range = 0.3f;
+        cJSON *o = cJSON_Parse("[\"top_n_sigma\", \"top_k\", \"typ_p\"]");
+        nx_err err;
+        int status = 0;
+        assert_true(nx_srv_parse_samplers(o, &q, &status, &err));
+        cJSON_Delete(o);
+        assert_true(q.top_n_sigma == 2.0f && q.typ_p == 0.5f);  /* listed: kept */
+        assert_true(q.xtc_probability == 0.0f && q.dry_multiplier == 0.0f && q.dynatemp_range == 0.0f &&
+                    q.temp == 1.0f); /* left out: off (no temperature sampler: no dynamic temperature either) */
+    }
+    samplers("\"edskypmxt\"", true, &p); /* llama.cpp's web UI default */
     samplers("\"kmt\"", true, &p);
     assert_true(p.top_k == 40 && p.top_p == 1.0f && p.min_p == 0.05f);
     samplers("[\"top_k\"]", true, &p);
     assert_true(p.temp == 1.0f); /* no temperature sampler: the distribution unscaled */
-    samplers("[\"temperature\", \"top_k\"]", false, &p);
+    samplers("[\"temperature\", \"top_k\"]", true, &p); /* another order: the sampler runs that chain */
+    assert_string_equal(p.samplers, "tk");
+    assert_true(p.top_p == 1.0f && p.min_p == 0.0f && p.penalty_last_n == 0);
+    samplers("\"kmt\"", true, &p);
+    assert_string_equal(p.samplers, ""); /* the default order: no order string */
     samplers("[\"top_k\", \"top_k\"]", false, &p);
     samplers("[\"mirostat\"]", false, &p);
     samplers("\"kz\"", false, &p);

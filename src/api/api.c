@@ -420,6 +420,10 @@ nextn_sampler_params nextn_sampler_default_params(void) {
         .temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
         .penalty_last_n = d.penalty_last_n, .penalty_repeat = d.penalty_repeat,
         .penalty_freq = d.penalty_freq, .penalty_present = d.penalty_present, .seed = d.seed,
+        .typ_p = d.typ_p, .top_n_sigma = d.top_n_sigma, .xtc_probability = d.xtc_probability,
+        .xtc_threshold = d.xtc_threshold, .dynatemp_range = d.dynatemp_range, .dynatemp_exponent = d.dynatemp_exponent,
+        .dry_multiplier = d.dry_multiplier, .dry_base = d.dry_base, .dry_allowed_length = d.dry_allowed_length,
+        .dry_penalty_last_n = d.dry_penalty_last_n,
         .logit_bias = NULL, .n_logit_bias = 0,
     };
     return p;
@@ -440,8 +444,24 @@ bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const n
     ip.penalty_freq = p.penalty_freq;
     ip.penalty_present = p.penalty_present;
     ip.seed = p.seed;
+    ip.typ_p = p.typ_p;
+    ip.top_n_sigma = p.top_n_sigma;
+    ip.xtc_probability = p.xtc_probability;
+    ip.xtc_threshold = p.xtc_threshold;
+    ip.dynatemp_range = p.dynatemp_range;
+    ip.dynatemp_exponent = p.dynatemp_exponent;
+    ip.dry_multiplier = p.dry_multiplier;
+    ip.dry_base = p.dry_base;
+    ip.dry_allowed_length = p.dry_allowed_length;
+    ip.dry_penalty_last_n = p.dry_penalty_last_n;
+    ip.dry_breakers = p.dry_breakers;
+    ip.dry_breaker_lens = p.dry_breaker_lens;
+    ip.n_dry_breakers = p.n_dry_breakers;
+    memcpy(ip.samplers, p.samplers, sizeof ip.samplers);
     ip.logit_bias = (const nx_logit_bias *)p.logit_bias; /* same layout (checked below); copied */
     ip.n_logit_bias = p.n_logit_bias;
+    ip.ban = p.ban;
+    ip.n_ban = p.n_ban;
     nx_err ie;
     nextn_sampler *s = nx_calloc(1, sizeof *s, "sampler handle", &ie);
     if (!s) return pass(err, &ie);

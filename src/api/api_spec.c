@@ -42,8 +42,24 @@ static nx_sampler_params to_nx_sampling(const nextn_sampler_params *sm) {
     p.penalty_freq = sm->penalty_freq;
     p.penalty_present = sm->penalty_present;
     p.seed = sm->seed;
+    p.typ_p = sm->typ_p;
+    p.top_n_sigma = sm->top_n_sigma;
+    p.xtc_probability = sm->xtc_probability;
+    p.xtc_threshold = sm->xtc_threshold;
+    p.dynatemp_range = sm->dynatemp_range;
+    p.dynatemp_exponent = sm->dynatemp_exponent;
+    p.dry_multiplier = sm->dry_multiplier;
+    p.dry_base = sm->dry_base;
+    p.dry_allowed_length = sm->dry_allowed_length;
+    p.dry_penalty_last_n = sm->dry_penalty_last_n;
+    p.dry_breakers = sm->dry_breakers;
+    p.dry_breaker_lens = sm->dry_breaker_lens;
+    p.n_dry_breakers = sm->n_dry_breakers;
+    memcpy(p.samplers, sm->samplers, sizeof p.samplers);
     p.logit_bias = (const nx_logit_bias *)sm->logit_bias; /* same layout (api.c checks it); copied */
     p.n_logit_bias = sm->n_logit_bias;
+    p.ban = sm->ban;
+    p.n_ban = sm->n_ban;
     return p;
 }
 

@@ -28,14 +28,36 @@ struct nx_sampler {
     float *work;            /* [n_vocab] biased / penalised copy of the logits (only when needed) */
     const float *row;       /* the row the chain reads: the caller's logits, or `work` */
     nx_logit_bias *bias;    /* [n_bias] merged logit bias, increasing token ids */
-    int32_t n_bias, n_ban;  /* entries; entries at -inf */
+    int32_t n_bias, n_ban;  /* entries; entries at -inf, counting the bans below */
+    int32_t *ban;           /* [n_eog_ban] params.ban, increasing ids, not in bias as -inf */
+    int32_t n_eog_ban;
     nx_cand *cand;          /* [n_vocab] current candidate set */
     int32_t *hist;          /* accepted tokens, oldest first */
     int32_t n_hist, cap_hist;
     int32_t *win;           /* [penalty window] scratch for counting */
     int32_t cap_win;
     nx_dist own;            /* the distribution nx_sampler_sample draws from */
+    struct typ_ent *typ;    /* [n_vocab] typical-p scratch (only with typ_p < 1) */
+    int32_t *dry_tok, *dry_len, n_dry; /* own copy of the DRY breakers (params point here) */
+    int32_t *dry_cnt;       /* [cap_dry] DRY scratch: repeat counts, then (token, length) pairs */
+    int32_t cap_dry;
+    int32_t *cpos;          /* [n_vocab] samplers order: token -> index in cand during a penalty
+                             * step, else -1 (only with params.samplers set) */
+    bool on_cand;           /* penalties / DRY adjust cand (via cpos) instead of work */
 };
+
+/* The logit a penalty step adjusts: the dense row, or (samplers order) the candidate's, NULL when
+ * the token is no longer a candidate. */
+static inline float *logit_of(nx_sampler *s, int32_t tok) {
+    if (!s->on_cand) return &s->work[tok];
+    return s->cpos[tok] >= 0 ? &s->cand[s->cpos[tok]].logit : NULL;
+}
+
+/* A candidate with its typical-p score |-log p - H|. */
+typedef struct typ_ent {
+    double score;
+    nx_cand c;
+} typ_ent;
 
 /* ---- parameters -------------------------------------------------------------------------- */
 
@@ -44,6 +66,9 @@ nx_sampler_params nx_sampler_default_params(void) {
         .temp = 0.80f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .min_keep = 0,
         .penalty_last_n = 64, .penalty_repeat = 1.0f, .penalty_freq = 0.0f,
         .penalty_present = 0.0f, .seed = 0,
+        .typ_p = 1.0f, .top_n_sigma = -1.0f, .xtc_probability = 0.0f, .xtc_threshold = 0.1f,
+        .dynatemp_range = 0.0f, .dynatemp_exponent = 1.0f,
+        .dry_multiplier = 0.0f, .dry_base = 1.75f, .dry_allowed_length = 2, .dry_penalty_last_n = -1,
     };
     return p;
 }
@@ -65,6 +90,31 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
         return nx_fail(err, "sampler: min_p must be in [0, 1], got %g", p->min_p);
     if (p->min_keep < 0) return nx_fail(err, "sampler: min_keep must be >= 0, got %d", p->min_keep);
+    if (!(p->typ_p >= 0.0f && p->typ_p <= 1.0f))
+        return nx_fail(err, "sampler: typ_p must be in [0, 1], got %g", p->typ_p);
+    if (!isfinite(p->top_n_sigma))
+        return nx_fail(err, "sampler: top_n_sigma must be a finite number (<= 0: off), got %g", p->top_n_sigma);
+    if (!(p->xtc_probability >= 0.0f && p->xtc_probability <= 1.0f))
+        return nx_fail(err, "sampler: xtc_probability must be in [0, 1], got %g", p->xtc_probability);
+    if (!(p->xtc_threshold >= 0.0f && p->xtc_threshold <= 1.0f))
+        return nx_fail(err, "sampler: xtc_threshold must be in [0, 1] (> 0.5: off), got %g", p->xtc_threshold);
+    if (!(p->dynatemp_range >= 0.0f) || !isfinite(p->dynatemp_range))
+        return nx_fail(err, "sampler: dynatemp_range must be a finite number >= 0, got %g", p->dynatemp_range);
+    if (!(p->dry_multiplier >= 0.0f) || !isfinite(p->dry_multiplier) || !isfinite(p->dry_base))
+        return nx_fail(err, "sampler: dry_multiplier must be finite and >= 0 and dry_base finite, got %g and %g",
+                       p->dry_multiplier, p->dry_base);
+    if (p->dry_allowed_length < 0)
+        return nx_fail(err, "sampler: dry_allowed_length must be >= 0, got %d", p->dry_allowed_length);
+    if (p->dry_penalty_last_n < -1)
+        return nx_fail(err, "sampler: dry_penalty_last_n must be >= -1 (-1 = whole history), got %d",
+                       p->dry_penalty_last_n);
+    if (p->n_dry_breakers < 0 || (p->n_dry_breakers > 0 && (!p->dry_breakers || !p->dry_breaker_lens)))
+        return nx_fail(err, "sampler: %d DRY sequence breakers without their arrays", p->n_dry_breakers);
+    for (int32_t i = 0; i < p->n_dry_breakers; i++)
+        if (p->dry_breaker_lens[i] < 1 || p->dry_breaker_lens[i] > 64)
+            return nx_fail(err, "sampler: DRY sequence breaker %d has %d tokens (1..64)", i, p->dry_breaker_lens[i]);
+    if (!(p->dynatemp_exponent >= 0.0f) || !isfinite(p->dynatemp_exponent))
+        return nx_fail(err, "sampler: dynatemp_exponent must be a finite number >= 0, got %g", p->dynatemp_exponent);
     if (p->penalty_last_n < -1)
         return nx_fail(err, "sampler: penalty_last_n must be >= -1 (-1 = whole history), got %d",
                        p->penalty_last_n);
@@ -74,6 +124,15 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
         return nx_fail(err, "sampler: frequency penalty must be finite, got %g", p->penalty_freq);
     if (!isfinite(p->penalty_present))
         return nx_fail(err, "sampler: presence penalty must be finite, got %g", p->penalty_present);
+    if (memchr(p->samplers, 0, sizeof p->samplers) == NULL)
+        return nx_fail(err, "sampler: the samplers order is not a string of at most %zu letters", sizeof p->samplers - 1);
+    for (const char *c = p->samplers; *c; c++) {
+        if (!strchr("edskypmxt", *c))
+            return nx_fail(err, "sampler: '%c' in the samplers order is not one of e d s k y p m x t", *c);
+        if (strchr(c + 1, *c)) return nx_fail(err, "sampler: '%c' appears twice in the samplers order", *c);
+    }
+    if (p->n_ban < 0 || (p->n_ban > 0 && !p->ban))
+        return nx_fail(err, "sampler: the ban list has %d entries and %s pointer", p->n_ban, p->ban ? "a" : "a NULL");
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
         return nx_fail(err, "sampler: logit_bias has %d entries and %s pointer", p->n_logit_bias,
                        p->logit_bias ? "a" : "a NULL");
@@ -89,6 +148,10 @@ bool nx_sampler_params_check(const nx_sampler_params *p, nx_err *err) {
 static int cmp_bias(const void *a, const void *b) {
     const int32_t x = ((const nx_logit_bias *)a)->token, y = ((const nx_logit_bias *)b)->token;
     return (x > y) - (x < y);
+}
+
+static bool dry_active(const nx_sampler_params *p) {
+    return p->dry_multiplier != 0.0f && p->dry_base >= 1.0f && p->dry_penalty_last_n != 0;
 }
 
 static bool penalties_active(const nx_sampler_params *p) {
@@ -133,6 +196,12 @@ void nx_sampler_free(nx_sampler *s) {
     free(s->hist);
     free(s->win);
     free(s->bias);
+    free(s->ban);
+    free(s->typ);
+    free(s->dry_tok);
+    free(s->dry_len);
+    free(s->dry_cnt);
+    free(s->cpos);
     nx_dist_free(&s->own);
     free(s);
 }
@@ -173,9 +242,66 @@ bool nx_sampler_create(nx_sampler **out, int32_t n_vocab, const nx_sampler_param
         s->params.logit_bias = s->bias;
         s->params.n_logit_bias = n;
     }
+    s->params.dry_breakers = s->params.dry_breaker_lens = NULL;
+    s->params.n_dry_breakers = 0;
+    if (p->n_dry_breakers > 0) {
+        int32_t total = 0;
+        for (int32_t i = 0; i < p->n_dry_breakers; i++) total += p->dry_breaker_lens[i];
+        s->dry_tok = nx_malloc((size_t)total * sizeof *s->dry_tok, "sampler DRY breakers", err);
+        s->dry_len = s->dry_tok ? nx_malloc((size_t)p->n_dry_breakers * sizeof *s->dry_len, "sampler DRY breakers", err)
+                                : NULL;
+        if (!s->dry_len) {
+            nx_sampler_free(s);
+            return false;
+        }
+        for (int32_t i = 0; i < total; i++)
+            if (p->dry_breakers[i] < 0 || p->dry_breakers[i] >= n_vocab) {
+                nx_fail(err, "sampler: a DRY sequence breaker holds token %d, outside the vocabulary [0, %d)",
+                        p->dry_breakers[i], n_vocab);
+                nx_sampler_free(s);
+                return false;
+            }
+        memcpy(s->dry_tok, p->dry_breakers, (size_t)total * sizeof *s->dry_tok);
+        memcpy(s->dry_len, p->dry_breaker_lens, (size_t)p->n_dry_breakers * sizeof *s->dry_len);
+        s->n_dry = p->n_dry_breakers;
+        s->params.dry_breakers = s->dry_tok;
+        s->params.dry_breaker_lens = s->dry_len;
+        s->params.n_dry_breakers = s->n_dry;
+    }
+    s->params.ban = NULL;
+    s->params.n_ban = 0;
+    if (p->n_ban > 0) {
+        s->ban = nx_malloc((size_t)p->n_ban * sizeof *s->ban, "sampler bans", err);
+        if (!s->ban) {
+            nx_sampler_free(s);
+            return false;
+        }
+        for (int32_t i = 0; i < p->n_ban; i++) {
+            const int32_t t = p->ban[i];
+            if (t < 0 || t >= n_vocab) {
+                nx_fail(err, "sampler: ban[%d]: token %d is outside the vocabulary [0, %d)", i, t, n_vocab);
+                nx_sampler_free(s);
+                return false;
+            }
+            bool dup = false; /* a token banned twice, or already at -inf through logit_bias, once */
+            for (int32_t k = 0; k < s->n_eog_ban && !dup; k++) dup = s->ban[k] == t;
+            for (int32_t k = 0; k < s->n_bias && !dup; k++) dup = s->bias[k].token == t && s->bias[k].bias == -INFINITY;
+            if (!dup) s->ban[s->n_eog_ban++] = t;
+        }
+        s->n_ban += s->n_eog_ban;
+    }
     s->work = nx_malloc((size_t)n_vocab * sizeof *s->work, "sampler logits copy", err);
     s->cand = s->work ? nx_malloc((size_t)n_vocab * sizeof *s->cand, "sampler candidates", err) : NULL;
-    if (!s->cand || !nx_dist_init(&s->own, n_vocab, err)) {
+    if (p->samplers[0]) {
+        s->cpos = s->cand ? nx_malloc((size_t)n_vocab * sizeof *s->cpos, "sampler order scratch", err) : NULL;
+        if (!s->cpos) {
+            nx_sampler_free(s);
+            return false;
+        }
+        for (int32_t i = 0; i < n_vocab; i++) s->cpos[i] = -1;
+    }
+    if (s->cand && p->typ_p < 1.0f) s->typ = nx_malloc((size_t)n_vocab * sizeof *s->typ, "sampler typical-p", err);
+    if (!s->cand || (p->typ_p < 1.0f && !s->typ) || !nx_dist_init(&s->own, n_vocab, err)) {
         nx_sampler_free(s);
         return false;
     }
@@ -191,7 +317,7 @@ void nx_sampler_reset(nx_sampler *s) { s->n_hist = 0; }
 bool nx_sampler_accept(nx_sampler *s, int32_t token, nx_err *err) {
     if (token < 0 || token >= s->n_vocab)
         return nx_fail(err, "sampler: accepted token id %d is outside the vocabulary [0, %d)", token, s->n_vocab);
-    if (s->params.penalty_last_n == 0) {
+    if (s->params.penalty_last_n == 0 && !dry_active(&s->params)) {
         s->n_hist++; /* only the count matters (rollback bookkeeping) */
         return true;
     }
@@ -235,11 +361,85 @@ static bool apply_penalties(nx_sampler *s, nx_err *err) {
     for (int32_t i = 0; i < n;) {
         int32_t tok = s->win[i], count = 0;
         while (i < n && s->win[i] == tok) { i++; count++; }
-        float l = s->work[tok];
+        float *lp = logit_of(s, tok);
+        if (!lp) continue;
+        float l = *lp;
         /* divide positive logits, multiply non-positive ones: the token always gets less likely */
         l = l <= 0.0f ? l * p->penalty_repeat : l / p->penalty_repeat;
         l -= (float)count * p->penalty_freq + p->penalty_present;
-        s->work[tok] = l;
+        *lp = l;
+    }
+    return true;
+}
+
+typedef struct dry_pair {
+    int32_t token, len;
+} dry_pair;
+
+static int cmp_dry(const void *a, const void *b) {
+    const dry_pair *x = a, *y = b;
+    if (x->token != y->token) return (x->token > y->token) - (x->token < y->token);
+    return (x->len < y->len) - (x->len > y->len); /* longest first */
+}
+
+/* The window DRY reads: the last dry_penalty_last_n accepted tokens (-1: all). */
+static int32_t dry_window(const nx_sampler *s) {
+    const int32_t n = s->params.dry_penalty_last_n;
+    return n < 0 ? s->n_hist : NX_MIN(n, s->n_hist);
+}
+
+/* DRY on s->work (sample.h): h[-i] is the i-th token from the end of the window. */
+static bool apply_dry(nx_sampler *s, nx_err *err) {
+    const nx_sampler_params *p = &s->params;
+    const int32_t N = dry_window(s), A = p->dry_allowed_length;
+    if (N <= A) return true;
+    const int32_t *h = s->hist + s->n_hist - 1;
+    /* the repeat limit: back to the most recent breaker (the longest breaker ending there) */
+    int32_t limit = N;
+    for (int32_t i = 0; i < N; i++) {
+        int32_t longest = -1;
+        for (int32_t b = 0, off = 0; b < s->n_dry; off += s->dry_len[b++]) {
+            const int32_t tail = s->dry_len[b] - 1;
+            if (s->dry_tok[off] != h[-i] || tail <= longest || tail > i) continue;
+            bool match = true;
+            for (int32_t o = 0; o < tail && match; o++) match = s->dry_tok[off + 1 + o] == h[-(i - o - 1)];
+            if (match) longest = tail;
+        }
+        if (longest >= 0) {
+            limit = i - longest;
+            break;
+        }
+    }
+    if (limit < A) return true;
+    if (s->cap_dry < 2 * N) {
+        int32_t *c = realloc(s->dry_cnt, (size_t)2 * (size_t)N * sizeof *c);
+        if (!c) return nx_fail(err, "sampler: out of memory for a DRY window of %d tokens", N);
+        s->dry_cnt = c;
+        s->cap_dry = 2 * N;
+    }
+    /* each earlier place k back where the window's suffix repeats (length L, capped at the
+     * limit): the token after it, h[-(k - 1)], would extend the repeat */
+    dry_pair *pairs = (dry_pair *)s->dry_cnt;
+    int32_t np = 0;
+    for (int32_t k = 1; k < N; k++) {
+        int32_t len = 0;
+        while (len + k < N && len < limit && h[-len] == h[-(len + k)]) len++;
+        if (len >= A) pairs[np++] = (dry_pair){h[-(k - 1)], len};
+    }
+    if (np == 0) return true;
+    qsort(pairs, (size_t)np, sizeof *pairs, cmp_dry);
+    int max_exp = 0; /* keeps base^exp finite in float (log(FLT_MAX) = 88.72) */
+    if (p->dry_base > 1.000001f) max_exp = (int)(88.7228391f / logf(p->dry_base));
+    for (int32_t i = 0; i < np; i++) {
+        if (i > 0 && pairs[i].token == pairs[i - 1].token) continue; /* its longest came first */
+        bool single_breaker = false;
+        for (int32_t b = 0, off = 0; b < s->n_dry && !single_breaker; off += s->dry_len[b++])
+            single_breaker = s->dry_len[b] == 1 && s->dry_tok[off] == pairs[i].token;
+        if (single_breaker) continue;
+        int e = pairs[i].len - A;
+        if (max_exp > 0 && e > max_exp) e = max_exp;
+        float *lp = logit_of(s, pairs[i].token);
+        if (lp) *lp -= p->dry_multiplier * powf(p->dry_base, (float)e);
     }
     return true;
 }
@@ -247,11 +447,13 @@ static bool apply_penalties(nx_sampler *s, nx_err *err) {
 /* Points s->row at the logits the chain reads: the caller's row, or - with a logit bias or
  * active penalties - s->work holding the row with the bias added, then the penalties applied.
  * Fails (naming the token) when a bias makes a logit +inf or bans every finite token. */
-static bool prepare_row(nx_sampler *s, const float *logits, nx_err *err) {
+static bool prepare_row(nx_sampler *s, const float *logits, bool bans, bool penalize, nx_err *err) {
     const int32_t V = s->n_vocab;
     s->row = logits;
-    const bool pen = penalties_active(&s->params) && s->n_hist > 0;
-    if (s->n_bias == 0 && !pen) return true;
+    s->on_cand = false;
+    const bool pen = penalize && penalties_active(&s->params) && s->n_hist > 0;
+    const bool dry = penalize && dry_active(&s->params) && dry_window(s) > s->params.dry_allowed_length;
+    if (s->n_bias == 0 && !pen && !dry && !(bans && s->n_eog_ban)) return true;
     memcpy(s->work, logits, (size_t)V * sizeof *s->work);
     for (int32_t i = 0; i < s->n_bias; i++) {
         const int32_t t = s->bias[i].token;
@@ -260,6 +462,9 @@ static bool prepare_row(nx_sampler *s, const float *logits, nx_err *err) {
             return nx_fail(err, "sampler: logit_bias %g makes the logit of token %d +inf", s->bias[i].bias, t);
     }
     if (pen && !apply_penalties(s, err)) return false;
+    if (dry && !apply_dry(s, err)) return false;
+    if (bans)
+        for (int32_t i = 0; i < s->n_eog_ban; i++) s->work[s->ban[i]] = -INFINITY;
     s->row = s->work;
     if (s->n_ban > 0 && nx_sampler_all_banned(s, logits))
         return nx_fail(err, "sampler: logit_bias bans every token that has a finite logit (%d banned)", s->n_ban);
@@ -272,6 +477,7 @@ bool nx_sampler_all_banned(const nx_sampler *s, const float *logits) {
     for (int32_t i = 0; i < s->n_vocab; i++) finite += logits[i] > -INFINITY; /* NaN is not counted */
     for (int32_t i = 0; i < s->n_bias; i++)
         banned += s->bias[i].bias == -INFINITY && logits[s->bias[i].token] > -INFINITY;
+    for (int32_t i = 0; i < s->n_eog_ban; i++) banned += logits[s->ban[i]] > -INFINITY;
     return finite == banned;
 }
 
@@ -510,13 +716,228 @@ static void apply_min_p(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_kee
     *sorted = true;
 }
 
+static inline uint64_t position_key(uint64_t seed, int32_t k);
+static inline uint64_t mix64(uint64_t z);
+
+/* top-n-sigma: keeps cand[0..*n) with logit >= max - n * std, the statistics over every finite
+ * logit of the row (llama.cpp applies it to the whole vocabulary, before top-k).  The maximum
+ * stays, so *n >= 1.  Order kept. */
+static void apply_top_n_sigma(nx_sampler *s, int32_t *n) {
+    const float *row = s->row;
+    double sum = 0.0, mx = -INFINITY;
+    int64_t cnt = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (row[i] != -INFINITY) {
+            sum += row[i];
+            mx = row[i] > mx ? row[i] : mx;
+            cnt++;
+        }
+    const double mean = sum / (double)cnt;
+    double acc = 0.0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (row[i] != -INFINITY) acc += ((double)row[i] - mean) * ((double)row[i] - mean);
+    const double thr = mx - (double)s->params.top_n_sigma * sqrt(acc / (double)cnt);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < *n; i++)
+        if ((double)s->cand[i].logit >= thr) s->cand[kept++] = s->cand[i];
+    *n = kept;
+}
+
+static int cmp_typ(const void *pa, const void *pb) {
+    const typ_ent *a = pa, *b = pb;
+    if (a->score != b->score) return a->score < b->score ? -1 : 1;
+    return cmp_cand(&a->c, &b->c);
+}
+
+/* typical: the candidates by |-log p - H| (increasing), the shortest prefix whose mass exceeds
+ * typ_p, at least min_keep.  Leaves cand in that (unsorted) order. */
+static void apply_typical(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_keep) {
+    typ_ent *t = s->typ;
+    /* the softmax: into t[].score first (probabilities), then the scores */
+    float max_l = s->cand[0].logit;
+    for (int32_t i = 1; i < *n; i++) max_l = NX_MAX(max_l, s->cand[i].logit);
+    double sum = 0.0;
+    for (int32_t i = 0; i < *n; i++) {
+        t[i].c = s->cand[i];
+        sum += (t[i].score = exp((double)s->cand[i].logit - max_l));
+    }
+    double h = 0.0;
+    for (int32_t i = 0; i < *n; i++) {
+        t[i].score /= sum;
+        if (t[i].score > 0.0) h -= t[i].score * log(t[i].score);
+    }
+    for (int32_t i = 0; i < *n; i++) t[i].score = t[i].score > 0.0 ? fabs(-log(t[i].score) - h) : INFINITY;
+    qsort(t, (size_t)*n, sizeof *t, cmp_typ);
+    double cum = 0.0;
+    int32_t keep = *n;
+    for (int32_t i = 0; i < *n; i++) {
+        cum += exp((double)t[i].c.logit - max_l) / sum;
+        if (cum > s->params.typ_p && i + 1 >= min_keep) {
+            keep = i + 1;
+            break;
+        }
+    }
+    for (int32_t i = 0; i < keep; i++) s->cand[i] = t[i].c;
+    *n = keep;
+    *sorted = false;
+}
+
+/* XTC's uniform in [0, 1) at position k: keyed like the draw's noise, on a stream of its own. */
+static double xtc_uniform(uint64_t seed, int32_t k) {
+    return (double)(mix64(position_key(seed, k) ^ 0x5854432d63686f6bULL) >> 11) * 0x1.0p-53;
+}
+
+/* XTC: removes the candidates with probability >= threshold but the least likely of them. */
+static void apply_xtc(nx_sampler *s, int32_t *n, bool *sorted, int32_t min_keep) {
+    const nx_sampler_params *p = &s->params;
+    if (*n < 2 || xtc_uniform(p->seed, s->n_hist) > (double)p->xtc_probability) return;
+    if (!*sorted) {
+        qsort(s->cand, (size_t)*n, sizeof *s->cand, cmp_cand);
+        *sorted = true;
+    }
+    float max_l = s->cand[0].logit;
+    double sum = 0.0;
+    for (int32_t i = 0; i < *n; i++) sum += exp((double)s->cand[i].logit - max_l);
+    int32_t last = 0; /* the last of the leading run with p >= threshold */
+    for (int32_t i = 0; i < *n; i++) {
+        if (exp((double)s->cand[i].logit - max_l) / sum >= (double)p->xtc_threshold) last = i;
+        else break;
+    }
+    if (last > 0 && *n - last >= min_keep) {
+        memmove(s->cand, s->cand + last, (size_t)(*n - last) * sizeof *s->cand);
+        *n -= last;
+    }
+}
+
+/* The point mass on the best candidate (ties: lowest id). */
+static void greedy_dist(const nx_cand *cand, int32_t n, nx_dist *out) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (cand_better(cand[i], cand[b])) b = i;
+    out->ids[0] = cand[b].id;
+    out->probs[0] = 1.0f;
+    out->n = 1;
+}
+
+/* The dynamic temperature of cand[0..n) (sample.h), or temp when off or n < 2. */
+static float dyn_temp(const nx_sampler_params *p, const nx_cand *cand, int32_t n) {
+    if (!(p->dynatemp_range > 0.0f) || n < 2) return p->temp;
+    double h = 0.0, sum = 0.0;
+    float max_l = cand[0].logit;
+    for (int32_t i = 1; i < n; i++) max_l = NX_MAX(max_l, cand[i].logit);
+    for (int32_t i = 0; i < n; i++) sum += exp((double)cand[i].logit - max_l);
+    for (int32_t i = 0; i < n; i++) {
+        const double q = exp((double)cand[i].logit - max_l) / sum;
+        if (q > 0.0) h -= q * log(q);
+    }
+    const double lo = fmax(0.0, (double)p->temp - p->dynatemp_range), hi = (double)p->temp + p->dynatemp_range;
+    return (float)(lo + (hi - lo) * pow(h / log((double)n), (double)p->dynatemp_exponent));
+}
+
+/* A penalty step (penalties, DRY) on the candidates, in a samplers order. */
+static bool penalize_cand(nx_sampler *s, int32_t n, bool dry, nx_err *err) {
+    for (int32_t i = 0; i < n; i++) s->cpos[s->cand[i].id] = i;
+    s->on_cand = true;
+    bool ok = true;
+    if (dry) {
+        if (dry_active(&s->params) && dry_window(s) > s->params.dry_allowed_length) ok = apply_dry(s, err);
+    } else {
+        ok = apply_penalties(s, err);
+    }
+    s->on_cand = false;
+    for (int32_t i = 0; i < n; i++) s->cpos[s->cand[i].id] = -1;
+    return ok;
+}
+
+/* The chain in the order params.samplers gives (llama.cpp's letters; only those listed run),
+ * each step on the candidates as llama.cpp's chain does: penalties and DRY adjust the candidates
+ * left, temperature divides their logits (later steps see the scaled values; <= 0: the best
+ * only), and the distribution is their softmax.  The logit bias and the bans come first. */
+static bool dist_ordered(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err) {
+    const nx_sampler_params *p = &s->params;
+    const int32_t V = s->n_vocab;
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, true, false, err)) return false;
+    const int32_t min_keep = NX_MAX(1, p->min_keep);
+    int32_t n = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (s->row[i] != -INFINITY) s->cand[n++] = (nx_cand){s->row[i], i};
+    bool sorted = false;
+    for (const char *c = p->samplers; *c; c++) {
+        switch (*c) {
+        case 'e':
+        case 'd':
+            if (!penalize_cand(s, n, *c == 'd', err)) return false;
+            sorted = false;
+            break;
+        case 's':
+            if (p->top_n_sigma > 0.0f && n > 1) {
+                double sum = 0.0, mx = -INFINITY, acc = 0.0;
+                for (int32_t i = 0; i < n; i++) {
+                    sum += s->cand[i].logit;
+                    mx = fmax(mx, s->cand[i].logit);
+                }
+                const double mean = sum / n;
+                for (int32_t i = 0; i < n; i++) acc += ((double)s->cand[i].logit - mean) * ((double)s->cand[i].logit - mean);
+                const double thr = mx - (double)p->top_n_sigma * sqrt(acc / n);
+                int32_t kept = 0;
+                for (int32_t i = 0; i < n; i++)
+                    if ((double)s->cand[i].logit >= thr) s->cand[kept++] = s->cand[i];
+                n = kept;
+            }
+            break;
+        case 'k':
+            if (p->top_k > 0 && p->top_k < n) {
+                select_best(s->cand, n, p->top_k);
+                n = p->top_k;
+                qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_cand);
+                sorted = true;
+            }
+            break;
+        case 'y':
+            if (p->typ_p < 1.0f) apply_typical(s, &n, &sorted, min_keep);
+            break;
+        case 'p':
+            if (p->top_p < 1.0f) apply_top_p(s, &n, &sorted, min_keep);
+            break;
+        case 'm':
+            if (p->min_p > 0.0f) apply_min_p(s, &n, &sorted, min_keep);
+            break;
+        case 'x':
+            if (p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f) apply_xtc(s, &n, &sorted, min_keep);
+            break;
+        case 't': {
+            const float t = dyn_temp(p, s->cand, n);
+            if (t <= 0.0f) {
+                int32_t b = 0;
+                for (int32_t i = 1; i < n; i++)
+                    if (cand_better(s->cand[i], s->cand[b])) b = i;
+                s->cand[0] = s->cand[b];
+                n = 1;
+            } else {
+                for (int32_t i = 0; i < n; i++) s->cand[i].logit /= t;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    if (!sorted) qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_cand);
+    softmax_to_dist(s->cand, n, 1.0f, out);
+    return true;
+}
+
 bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *err) {
     const nx_sampler_params *p = &s->params;
     const int32_t V = s->n_vocab;
     if (out->cap < V) return nx_fail(err, "sampler: distribution capacity %d is below the vocabulary size %d", out->cap, V);
-    if (!check_row(logits, V, err) || !prepare_row(s, logits, err)) return false;
+    if (p->samplers[0]) return dist_ordered(s, logits, out, err);
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, true, true, err)) return false;
+    const bool typical = p->typ_p < 1.0f, xtc = p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f,
+               dyn = p->dynatemp_range > 0.0f;
 
-    if (p->temp <= 0.0f) { /* greedy: point mass on the argmax, ties to the lowest id */
+    if (p->temp <= 0.0f && !typical && !xtc && !dyn) {
+        /* greedy: point mass on the argmax, ties to the lowest id (every other filter keeps it) */
         out->ids[0] = nx_argmax(s->row, V);
         out->probs[0] = 1.0f;
         out->n = 1;
@@ -536,10 +957,32 @@ bool nx_sampler_dist(nx_sampler *s, const float *logits, nx_dist *out, nx_err *e
         sorted = false;
     }
     /* n >= 1: check_row found a finite logit, prepare_row checked that the bias left one, and
-     * penalties keep finite logits finite. */
+     * penalties keep finite logits finite.  top-n-sigma before top-k in llama.cpp's order: the
+     * same set either way (both keep the largest logits). */
+    if (p->top_n_sigma > 0.0f) apply_top_n_sigma(s, &n);
+    if (typical) apply_typical(s, &n, &sorted, min_keep);
     if (p->top_p < 1.0f) apply_top_p(s, &n, &sorted, min_keep);
     if (p->min_p > 0.0f) apply_min_p(s, &n, &sorted, min_keep);
-    softmax_to_dist(s->cand, n, p->temp, out);
+    if (xtc) apply_xtc(s, &n, &sorted, min_keep);
+    if (!sorted && (typical || p->top_n_sigma > 0.0f)) { /* a truncation: the entries by probability */
+        qsort(s->cand, (size_t)n, sizeof *s->cand, cmp_cand);
+        sorted = true;
+    }
+    float temp = p->temp;
+    if (dyn && n > 1) {
+        double h = 0.0, sum = 0.0;
+        float max_l = s->cand[0].logit;
+        for (int32_t i = 1; i < n; i++) max_l = NX_MAX(max_l, s->cand[i].logit);
+        for (int32_t i = 0; i < n; i++) sum += exp((double)s->cand[i].logit - max_l);
+        for (int32_t i = 0; i < n; i++) {
+            const double q = exp((double)s->cand[i].logit - max_l) / sum;
+            if (q > 0.0) h -= q * log(q);
+        }
+        const double lo = fmax(0.0, (double)p->temp - p->dynatemp_range), hi = (double)p->temp + p->dynatemp_range;
+        temp = (float)(lo + (hi - lo) * pow(h / log((double)n), (double)p->dynatemp_exponent));
+    }
+    if (temp <= 0.0f) greedy_dist(s->cand, n, out);
+    else softmax_to_dist(s->cand, n, temp, out);
     return true;
 }
 
@@ -605,7 +1048,7 @@ bool nx_sampler_logprobs(nx_sampler *s, const float *logits, int32_t token, int3
     if (token < 0 || token >= V) return nx_fail(err, "logprobs: token %d out of range (vocabulary %d)", token, V);
     if (n_top < 0 || n_top > NX_SAMPLER_MAX_TOP_LOGPROBS)
         return nx_fail(err, "logprobs: %d top entries asked (0..%d)", n_top, NX_SAMPLER_MAX_TOP_LOGPROBS);
-    if (!check_row(logits, V, err) || !prepare_row(s, logits, err)) return false;
+    if (!check_row(logits, V, err) || !prepare_row(s, logits, false, true, err)) return false;
     const float *row = s->row;
     float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;

@@ -18,7 +18,46 @@
  *     (min_p <= 0: off).  Like top-p it looks at the logits before temperature.
  *   - temperature divides the logits; temp <= 0 means greedy: the distribution is a point
  *     mass on the largest (penalised) logit, ties going to the lowest token id.
- *   Every filter keeps at least max(1, min_keep) tokens.  Tokens whose logit is -inf are never
+ *   Every filter keeps at least max(1, min_keep) tokens.
+ *
+ * The further samplers (llama.cpp's, in its default order: src/llama-sampler.cpp, common/
+ * sampling.cpp; tested against it on the same logits, tests/fixtures/samplers/).  With them the
+ * chain is
+ *     logit bias -> penalties -> DRY -> top-n-sigma -> top-k -> typical -> top-p -> min-p -> XTC ->
+ *     temperature (dynamic) -> draw
+ *   - DRY (dry_multiplier != 0, dry_base >= 1, dry_penalty_last_n != 0; after the penalties, on
+ *     the whole row): over the last N = dry_penalty_last_n accepted tokens (-1: all), the
+ *     repeat limit is the distance back to the most recent sequence breaker (a breaker
+ *     sequence whose tokens end there; the longest one at the first position found, as llama.cpp
+ *     scans); for each earlier position where the window's suffix of length L <= that limit
+ *     repeats, the token that followed it would extend the repeat; a token whose longest such
+ *     L >= dry_allowed_length (and that is not a one-token breaker) loses
+ *     dry_multiplier * dry_base^(L - dry_allowed_length) (the exponent capped so the power stays
+ *     finite in float).
+ *   - top-n-sigma (n > 0) keeps the tokens whose logit is >= max - n * std, max, mean and std over
+ *     every finite logit of the (penalised) row.  llama.cpp leaves the others in its array at -inf;
+ *     here they leave the candidate set, which differs only where dynamic temperature follows with
+ *     no filter in between (its maximum entropy log(n) counts them in llama.cpp).
+ *   - typical (typ_p < 1): softmax of the candidates (temperature 1), entropy H; candidates ordered
+ *     by |-log p - H| (ties: the canonical order), the shortest prefix whose mass exceeds typ_p,
+ *     at least min_keep.
+ *   - XTC (xtc_probability > 0, xtc_threshold <= 0.5, at least 2 candidates): with probability
+ *     xtc_probability - decided by a uniform keyed on (seed, position) like the draw, so that a
+ *     speculative verify makes the same decision as plain decoding - the candidates with
+ *     probability (softmax at temperature 1) >= xtc_threshold are removed, except the least
+ *     likely of them; nothing happens when fewer than two reach the threshold or when fewer than
+ *     min_keep would remain.
+ *   - dynamic temperature (dynatemp_range > 0, at least 2 candidates): the temperature is
+ *     lo + (hi - lo) * (H / log n)^exponent with lo = max(0, temp - range), hi = temp + range, H
+ *     the entropy of the candidates' softmax (temperature 1), n their count; a temperature <= 0
+ *     is greedy over the candidates.
+ *   Samplers order (params.samplers set): the listed steps only, in that order, each on the
+ *   candidates left as llama.cpp's chain does - penalties and DRY adjust the candidates'
+ *   logits, temperature divides them (steps after it see the scaled logits; <= 0 keeps the best
+ *   only), and the distribution is the softmax of what is left.  The logit bias and bans come
+ *   first; the log-probabilities (nx_sampler_logprobs) are still those after bias and penalties.
+ *   temp <= 0 is greedy over the candidates the filters leave; without typical, XTC and dynamic
+ *   temperature that is the argmax of the penalised row (every other filter keeps it).  Tokens whose logit is -inf are never
  *   candidates (they have probability 0).  Ties in logit are always ordered by lower id first,
  *   so results do not depend on the selection algorithm.
  *
@@ -60,9 +99,35 @@ typedef struct nx_sampler_params {
     float    penalty_freq;     /* 0: off.                                default 0.0 */
     float    penalty_present;  /* 0: off.                                default 0.0 */
     uint64_t seed;             /* RNG seed.                              default 0 */
+    /* llama.cpp's further samplers (its semantics; "The further samplers" above) */
+    float    typ_p;            /* locally typical, in [0, 1]; 1: off.    default 1 */
+    float    top_n_sigma;      /* keep logit >= max - n * std; <= 0: off. default -1 */
+    float    xtc_probability;  /* XTC's chance per position, [0, 1]; 0: off. default 0 */
+    float    xtc_threshold;    /* XTC's probability threshold; > 0.5: off. default 0.1 */
+    float    dynatemp_range;   /* dynamic temperature: temp +- range; 0: off. default 0 */
+    float    dynatemp_exponent;/* entropy -> temperature exponent, >= 0. default 1 */
+    float    dry_multiplier;   /* DRY; 0: off.                           default 0 */
+    float    dry_base;         /* DRY; < 1: off.                         default 1.75 */
+    int32_t  dry_allowed_length; /* DRY: repeats longer than this pay.   default 2 */
+    int32_t  dry_penalty_last_n; /* DRY window; 0: off, -1: whole history. default -1 */
+    const int32_t *dry_breakers; /* DRY sequence breakers as token sequences, concatenated:
+                                  * sequence i is dry_breaker_lens[i] (>= 1) ids; copied.
+                                  * (Strings become sequences in the API: nextn_dry_breakers.) */
+    const int32_t *dry_breaker_lens;
+    int32_t  n_dry_breakers;   /* default none */
+    char     samplers[16];     /* "" (default): the order above; else llama.cpp's letters
+                                * (e penalties, d DRY, s top-n-sigma, k top-k, y typical, p top-p,
+                                * m min-p, x XTC, t temperature), each at most once, run in that
+                                * order and only those ("Samplers order" below) */
     const nx_logit_bias *logit_bias; /* n_logit_bias entries, copied by nx_sampler_create;
                                       * default none */
     int32_t  n_logit_bias;
+    const int32_t *ban;        /* n_ban token ids whose logit is -inf for sampling (copied), applied
+                                * after logit_bias; unlike a -inf logit_bias entry they do not
+                                * change nx_sampler_logprobs (llama-server's ignore_eos: its end-of-
+                                * generation bans, whose n_probs are those of the raw logits).
+                                * default none */
+    int32_t  n_ban;
 } nx_sampler_params;
 
 /* llama.cpp's defaults (see above). */

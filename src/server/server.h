@@ -28,7 +28,12 @@ typedef struct nx_server_params {
                                  * "0.0.0.0", "::"); a name binds every address it resolves to */
     int port;                   /* 0: any free port (see nx_server_port) */
     const char *api_key;        /* NULL: no authentication */
-    const char *model_name;     /* the "model" reported in responses (a request's must match) */
+    bool models_need_key;       /* false (default): GET /v1/models and /v1/models/{id} answer without
+                                 * the key, as llama-server's do; true: they need it too */
+    bool no_slots;              /* true: GET /slots answers 501 (llama-server's --no-slots; the
+                                 * POST /slots/{id} actions depend on slot_save_path only) */
+    const char *model_name;     /* the "model" reported in responses (a request's must match only
+                                 * with defaults.strict_model) */
     const char *model_path;     /* for GET /props */
     const char *slot_save_path; /* folder of POST /slots/{id}?action=save|restore files; NULL: those
                                  * actions answer 501 */

@@ -234,6 +234,22 @@ static const char *cors_origin(const nx_server *s, struct MHD_Connection *c) {
     return NULL;
 }
 
+/* The headers a pre-flight from a granted origin may send: the ones it asks for
+ * (Access-Control-Request-Headers, echoed when it is a plain comma-separated list of header names,
+ * as llama-server grants any), else those the official OpenAI SDKs send.  ("*" would not cover
+ * Authorization, so the list is named.) */
+static const char *preflight_headers(struct MHD_Connection *c) {
+    static const char sdk[] = "Authorization, Content-Type, X-Api-Key, OpenAI-Organization, OpenAI-Project, "
+                              "OpenAI-Beta, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, "
+                              "X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, "
+                              "X-Stainless-Retry-Count, X-Stainless-Timeout, X-Stainless-Helper-Method";
+    const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    if (!want || !*want || strlen(want) > 4096) return sdk;
+    for (const char *p = want; *p; p++) /* header-name characters (RFC 9110 tchar), commas, blanks */
+        if (!(isalnum((unsigned char)*p) || strchr("!#$%&'*+-.^_`|~, \t", *p))) return sdk;
+    return want;
+}
+
 static void add_headers(nx_server *s, struct MHD_Connection *c, struct MHD_Response *resp, const char *type,
                         unsigned status) {
     if (type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -887,8 +903,11 @@ static enum MHD_Result handle_apply_template(nx_server *s, struct MHD_Connection
     return reply_json(s, c, cn, 200, print_free(o));
 }
 
+#define SLOTS_OFF "this server does not expose the slots endpoint: it was started with --no-slots"
+
 /* GET /slots[?fail_on_no_slot=1] */
 static enum MHD_Result handle_slots(nx_server *s, struct MHD_Connection *c, conn *cn, const char *rest) {
+    if (s->p.no_slots) return reply_error(s, c, cn, 501, SLOTS_OFF);
     (void)rest;
     const int32_t n = nx_srv_engine_n_slots(s->engine);
     nx_srv_slot_info *info = calloc((size_t)n, sizeof *info);
@@ -1324,19 +1343,19 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
     }
     char allow[64];
     allow_text(rt, allow, sizeof allow);
-    if (m == M_OPTIONS) { /* CORS pre-flight (granted only to --cors origins) */
+    if (m == M_OPTIONS) { /* CORS pre-flight (granted only to --cors origins); 200 like llama-server */
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (!resp) return MHD_NO;
-        add_headers(s, c, resp, NULL, 204);
+        add_headers(s, c, resp, NULL, 200);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
         if (cors_origin(s, c)) {
             MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, allow);
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS,
-                                    "Authorization, Content-Type, X-Api-Key");
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, preflight_headers(c));
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Access-Control-Request-Headers");
             MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "600");
         }
-        cn->status = 204;
-        enum MHD_Result ret = MHD_queue_response(c, 204, resp);
+        cn->status = 200;
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp);
         return ret;
     }
@@ -1348,7 +1367,8 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
                  rt->methods & M_POST ? "POST" : "GET");
         return reply_error_h(s, c, cn, 405, msg, MHD_HTTP_HEADER_ALLOW, allow);
     }
-    if (rt->auth && !authorized(s, c))
+    const bool public_models = !s->p.models_need_key && (rt->fn == handle_models || rt->fn == handle_model);
+    if (rt->auth && !public_models && !authorized(s, c))
         return reply_error_h(s, c, cn, 401, "missing or wrong API key (Authorization: Bearer KEY, or X-Api-Key: KEY)",
                              MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"nextn\"");
     if (m == M_POST) {

@@ -254,7 +254,8 @@ bool nx_srv_parse_logit_bias(const cJSON *v, nextn_tokenizer *tok, int32_t n_voc
 
 /* ---- samplers ---------------------------------------------------------------------------------- */
 
-enum { S_PENALTIES, S_TOP_K, S_TOP_P, S_MIN_P, S_TEMPERATURE, S_CHAIN, S_NEUTRAL = 100 };
+/* llama.cpp's chain order (sample.h) */
+enum { S_PENALTIES, S_DRY, S_TOP_N_SIGMA, S_TOP_K, S_TYPICAL, S_TOP_P, S_MIN_P, S_XTC, S_TEMPERATURE, S_CHAIN, S_NEUTRAL = 100 };
 
 /* A sampler name (llama-server's names, their kebab-case and no-underscore forms, and aliases). */
 static int sampler_of(const char *name) {
@@ -266,8 +267,9 @@ static int sampler_of(const char *name) {
         {"top_p", S_TOP_P}, {"top-p", S_TOP_P}, {"topp", S_TOP_P}, {"nucleus", S_TOP_P},
         {"min_p", S_MIN_P}, {"min-p", S_MIN_P}, {"minp", S_MIN_P},
         {"temperature", S_TEMPERATURE}, {"temp", S_TEMPERATURE},
-        {"dry", S_NEUTRAL}, {"typ_p", S_NEUTRAL}, {"typ-p", S_NEUTRAL}, {"typp", S_NEUTRAL}, {"typ", S_NEUTRAL},
-        {"xtc", S_NEUTRAL}, {"top_n_sigma", S_NEUTRAL}, {"top-n-sigma", S_NEUTRAL}, {"topnsigma", S_NEUTRAL},
+        {"dry", S_DRY}, {"typ_p", S_TYPICAL}, {"typ-p", S_TYPICAL}, {"typp", S_TYPICAL}, {"typ", S_TYPICAL},
+        {"typical_p", S_TYPICAL}, {"typical", S_TYPICAL},
+        {"xtc", S_XTC}, {"top_n_sigma", S_TOP_N_SIGMA}, {"top-n-sigma", S_TOP_N_SIGMA}, {"topnsigma", S_TOP_N_SIGMA},
     };
     char low[32];
     size_t i = 0;
@@ -286,16 +288,21 @@ static int sampler_of_char(char c) {
     case 'p': return S_TOP_P;
     case 'm': return S_MIN_P;
     case 't': return S_TEMPERATURE;
-    case 'd': case 'y': case 'x': case 's': return S_NEUTRAL;
+    case 'y': return S_TYPICAL;
+    case 'x': return S_XTC;
+    case 's': return S_TOP_N_SIGMA;
+    case 'd': return S_DRY;
     default: return -1;
     }
 }
 
 bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *status, nx_err *err) {
     if (!v || cJSON_IsNull(v)) return true;
-    static const char *const chain = "penalties, top_k, top_p, min_p, temperature";
+    static const char *const chain = "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
     bool used[S_CHAIN] = {false};
-    int last = -1, n = 0;
+    int last = -1, n = 0, n_seq = 0;
+    bool in_order = true;
+    char seq[S_CHAIN + 1];
     if (cJSON_IsString(v)) n = (int)strlen(v->valuestring);
     else if (cJSON_IsArray(v)) n = cJSON_GetArraySize(v);
     else return fail_at(status, 400, err, "'samplers' must be an array of sampler names or a string of letters");
@@ -304,7 +311,7 @@ bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *statu
         if (cJSON_IsString(v)) {
             id = sampler_of_char(v->valuestring[i]);
             if (id < 0)
-                return fail_at(status, 400, err, "'samplers': unknown sampler letter '%c' (this server has e k p m t)",
+                return fail_at(status, 400, err, "'samplers': unknown sampler letter '%c' (this server has e d s k y p m x t)",
                                v->valuestring[i]);
         } else {
             const cJSON *s = cJSON_GetArrayItem(v, i);
@@ -315,17 +322,28 @@ bool nx_srv_parse_samplers(const cJSON *v, nextn_sampler_params *smp, int *statu
                                "has %s)", i, s->valuestring, chain);
         }
         if (id == S_NEUTRAL) continue;
-        if (used[id] || id < last)
-            return fail_at(status, 400, err, "'samplers'[%d]: this server applies its samplers once each, in the "
-                           "order %s; the list must follow it", i, chain);
+        if (used[id])
+            return fail_at(status, 400, err, "'samplers'[%d]: each sampler at most once (%s)", i, chain);
+        in_order = in_order && id > last;
         used[id] = true;
         last = id;
+        seq[n_seq++] = "edskypmxt"[id];
     }
+    seq[n_seq] = '\0';
+    /* another order than llama.cpp's default: the sampler runs that chain (sample.h "Samplers order") */
+    if (!in_order) snprintf(smp->samplers, sizeof smp->samplers, "%s", seq);
     if (!used[S_PENALTIES]) smp->penalty_last_n = 0;
     if (!used[S_TOP_K]) smp->top_k = 0;
     if (!used[S_TOP_P]) smp->top_p = 1.0f;
     if (!used[S_MIN_P]) smp->min_p = 0.0f;
-    if (!used[S_TEMPERATURE]) smp->temp = 1.0f;
+    if (!used[S_TEMPERATURE]) {
+        smp->temp = 1.0f;
+        smp->dynatemp_range = 0.0f;
+    }
+    if (!used[S_TOP_N_SIGMA]) smp->top_n_sigma = -1.0f;
+    if (!used[S_DRY]) smp->dry_multiplier = 0.0f;
+    if (!used[S_TYPICAL]) smp->typ_p = 1.0f;
+    if (!used[S_XTC]) smp->xtc_probability = 0.0f;
     return true;
 }
 
@@ -546,6 +564,18 @@ cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ct
     cJSON_AddNumberToObject(o, "top_k", s->top_k);
     cJSON_AddNumberToObject(o, "top_p", s->top_p);
     cJSON_AddNumberToObject(o, "min_p", s->min_p);
+    cJSON_AddNumberToObject(o, "typical_p", s->typ_p);
+    cJSON_AddNumberToObject(o, "top_n_sigma", s->top_n_sigma);
+    cJSON_AddNumberToObject(o, "xtc_probability", s->xtc_probability);
+    cJSON_AddNumberToObject(o, "xtc_threshold", s->xtc_threshold);
+    cJSON_AddNumberToObject(o, "dynatemp_range", s->dynatemp_range);
+    cJSON_AddNumberToObject(o, "dynatemp_exponent", s->dynatemp_exponent);
+    cJSON_AddNumberToObject(o, "dry_multiplier", s->dry_multiplier);
+    cJSON_AddNumberToObject(o, "dry_base", s->dry_base);
+    cJSON_AddNumberToObject(o, "dry_allowed_length", s->dry_allowed_length);
+    cJSON_AddNumberToObject(o, "dry_penalty_last_n", s->dry_penalty_last_n);
+    cJSON *brk = cJSON_AddArrayToObject(o, "dry_sequence_breakers");
+    for (int i = 0; i < r->n_dry_strs; i++) cJSON_AddItemToArray(brk, cJSON_CreateString(r->dry_strs[i]));
     cJSON_AddNumberToObject(o, "repeat_last_n", s->penalty_last_n);
     cJSON_AddNumberToObject(o, "repeat_penalty", s->penalty_repeat);
     cJSON_AddNumberToObject(o, "presence_penalty", s->penalty_present);
@@ -562,14 +592,29 @@ cJSON *nx_srv_settings_json(const nx_srv_req *r, const char *model, int32_t n_ct
         else cJSON_AddItemToArray(pair, cJSON_CreateNumber(r->logit_bias[i].bias));
         cJSON_AddItemToArray(lb, pair);
     }
+    for (int32_t i = 0; s->ban && i < s->n_ban; i++) { /* ignore_eos's end-of-generation bans */
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(s->ban[i]));
+        cJSON_AddItemToArray(pair, cJSON_CreateFalse());
+        cJSON_AddItemToArray(lb, pair);
+    }
     cJSON_AddNumberToObject(o, "n_probs", r->n_probs > 0 ? r->n_probs : 0);
     cJSON *stop = cJSON_AddArrayToObject(o, "stop");
     for (int i = 0; i < r->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(r->stop[i]));
     cJSON *smp = cJSON_AddArrayToObject(o, "samplers");
+    static const char *const names[] = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
+                                        "temperature"};
+    for (const char *c = s->samplers; *c; c++) cJSON_AddItemToArray(smp, cJSON_CreateString(names[strchr("edskypmxt", *c) - "edskypmxt"]));
+    if (s->samplers[0]) return o;
     if (s->penalty_last_n != 0) cJSON_AddItemToArray(smp, cJSON_CreateString("penalties"));
+    if (s->dry_multiplier != 0.0f && s->dry_base >= 1.0f && s->dry_penalty_last_n != 0)
+        cJSON_AddItemToArray(smp, cJSON_CreateString("dry"));
+    if (s->top_n_sigma > 0.0f) cJSON_AddItemToArray(smp, cJSON_CreateString("top_n_sigma"));
     if (s->top_k > 0) cJSON_AddItemToArray(smp, cJSON_CreateString("top_k"));
+    if (s->typ_p < 1.0f) cJSON_AddItemToArray(smp, cJSON_CreateString("typ_p"));
     if (s->top_p < 1.0f) cJSON_AddItemToArray(smp, cJSON_CreateString("top_p"));
     if (s->min_p > 0.0f) cJSON_AddItemToArray(smp, cJSON_CreateString("min_p"));
+    if (s->xtc_probability > 0.0f && s->xtc_threshold <= 0.5f) cJSON_AddItemToArray(smp, cJSON_CreateString("xtc"));
     cJSON_AddItemToArray(smp, cJSON_CreateString("temperature"));
     return o;
 }

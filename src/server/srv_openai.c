@@ -465,6 +465,10 @@ static const param_rule PARAMS[] = {
     {"parallel_tool_calls", FOR_CHAT, NULL}, {"chat_template_kwargs", FOR_CHAT, NULL}, {"cache_prompt", FOR_ALL, NULL},
     {"add_generation_prompt", FOR_CHAT, NULL}, {"continue_final_message", FOR_CHAT, NULL},
     {"logit_bias", FOR_ALL, NULL}, {"id_slot", FOR_ALL, NULL}, {"samplers", FOR_ALL, NULL},
+    {"typical_p", FOR_ALL, NULL}, {"typ_p", FOR_ALL, NULL}, {"top_n_sigma", FOR_ALL, NULL},
+    {"xtc_probability", FOR_ALL, NULL}, {"xtc_threshold", FOR_ALL, NULL}, {"dynatemp_range", FOR_ALL, NULL},
+    {"dynatemp_exponent", FOR_ALL, NULL}, {"dry_multiplier", FOR_ALL, NULL}, {"dry_base", FOR_ALL, NULL},
+    {"dry_allowed_length", FOR_ALL, NULL}, {"dry_penalty_last_n", FOR_ALL, NULL}, {"dry_sequence_breakers", FOR_ALL, NULL},
     {"logprobs", FOR_ALL, NULL}, {"top_logprobs", FOR_CHAT, NULL}, {"n_probs", FOR_LLAMA, NULL},
     {"return_tokens", FOR_LLAMA, NULL}, {"input_prefix", FOR_INFILL, NULL}, {"input_suffix", FOR_INFILL, NULL},
     {"input_extra", FOR_INFILL, NULL},
@@ -477,8 +481,7 @@ static const param_rule PARAMS[] = {
     {"modalities", FOR_CHAT, "[\"text\"]"}, {"audio", FOR_CHAT, NULL /* null only: checked below */},
     {"prediction", FOR_CHAT, NULL}, {"functions", FOR_CHAT, NULL}, {"function_call", FOR_CHAT, NULL},
     {"web_search_options", FOR_CHAT, NULL}, {"reasoning_effort", FOR_CHAT, NULL},
-    {"n_probs", FOR_BOTH, "0"}, {"typical_p", FOR_ALL, "1"}, {"mirostat", FOR_ALL, "0"},
-    {"dynatemp_range", FOR_ALL, "0"}, {"xtc_probability", FOR_ALL, "0"}, {"dry_multiplier", FOR_ALL, "0"},
+    {"n_probs", FOR_BOTH, "0"}, {"mirostat", FOR_ALL, "0"},
     {"grammar", FOR_ALL, "\"\""}, {"json_schema", FOR_ALL, "{}"}, {"n_keep", FOR_ALL, "0"},
     {"return_tokens", FOR_BOTH, "false"}, {"timings_per_token", FOR_ALL, "false"},
     {"post_sampling_probs", FOR_ALL, "false"}, {"min_keep", FOR_ALL, "0"}, {"n_indent", FOR_LLAMA, "0"},
@@ -561,10 +564,11 @@ bool nx_srv_parse_body(const char *body, size_t len, nx_srv_api api, const nx_sr
     if (ok && model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
             ok = bad(status, 400, err, "'%s' must be a string", "model");
-        } else if (d->model_name && strcmp(model->valuestring, d->model_name) != 0 &&
+        } else if (d->strict_model && d->model_name && strcmp(model->valuestring, d->model_name) != 0 &&
                    !nx_srv_model_alias(d, model->valuestring)) {
             *status = 404;
-            ok = nx_fail(err, "'model': no model '%.200s' here; this server serves '%s' (GET /v1/models)",
+            ok = nx_fail(err, "'model': no model '%.200s' here; this server serves '%s' (GET /v1/models; "
+                               "started with --strict-model-name)",
                          model->valuestring, d->model_name);
         }
     }
@@ -609,6 +613,52 @@ static bool parse_logprobs(const cJSON *o, nx_srv_api api, nx_srv_req *r, int *s
     return true;
 }
 
+/* ignore_eos, as llama-server: a -inf bias on every end-of-generation token for sampling (the
+ * sampler's ban list: the reported log-probabilities, like llama-server's n_probs, do not see it),
+ * listed after the request's own entries in generation_settings.logit_bias; generation does not
+ * stop at one either (srv_engine.c). */
+static void ban_eog(nx_srv_req *r, const nx_tokenizer *t) {
+    uint32_t n_eog = 0;
+    const int32_t *eog = nx_tokenizer_eog_ids(t, &n_eog); /* the tokenizer's: outlives the request */
+    r->smp.ban = n_eog ? eog : NULL;
+    r->smp.n_ban = (int32_t)n_eog;
+}
+
+/* dry_sequence_breakers (llama-server's: a non-empty array of strings; default "\n", ":", "\"",
+ * "*"), kept for generation_settings, and - when DRY is on - turned into the token sequences the
+ * sampler matches (nextn_dry_breakers: one pass over the vocabulary per string). */
+static bool parse_dry_breakers(const cJSON *o, nextn_tokenizer *tok, const nx_srv_defaults *d, nx_srv_req *r,
+                               int *status, nx_err *err) {
+    static const char *const defaults[] = {"\n", ":", "\"", "*"};
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "dry_sequence_breakers"), *it;
+    const char *strs[NX_SRV_MAX_DRY];
+    int n = 0;
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0 || cJSON_GetArraySize(v) > NX_SRV_MAX_DRY)
+            return bad(status, 400, err, "'%s' must be a non-empty array of at most 16 strings", "dry_sequence_breakers");
+        cJSON_ArrayForEach(it, v) {
+            if (!cJSON_IsString(it))
+                return bad(status, 400, err, "'%s' must be a non-empty array of at most 16 strings", "dry_sequence_breakers");
+            strs[n++] = it->valuestring;
+        }
+    } else {
+        for (; n < (int)NX_ARRAY_LEN(defaults); n++) strs[n] = defaults[n];
+    }
+    for (int i = 0; i < n; i++) {
+        if (!(r->dry_strs[i] = strdup(strs[i]))) return bad(status, 500, err, "out of memory (%s)", "dry_sequence_breakers");
+        r->n_dry_strs++;
+    }
+    const nextn_sampler_params *p = &r->smp;
+    if (!(p->dry_multiplier != 0.0f && p->dry_base >= 1.0f && p->dry_penalty_last_n != 0) || !tok) return true;
+    nextn_error e;
+    if (!nextn_dry_breakers(tok, strs, n, d->n_vocab, &r->dry, &e))
+        return bad(status, 500, err, "'dry_sequence_breakers': %s", e.msg);
+    r->smp.dry_breakers = r->dry.tokens;
+    r->smp.dry_breaker_lens = r->dry.lens;
+    r->smp.n_dry_breakers = r->dry.n;
+    return true;
+}
+
 bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *d, nextn_tokenizer *tok,
                          nx_srv_req *r, int32_t *max_tokens, int *status, nx_err *err) {
     *status = 400;
@@ -632,14 +682,28 @@ bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *
          get_float(o, "presence_penalty", -2, 2, &r->smp.penalty_present, status, err) &&
          get_float(o, "frequency_penalty", -2, 2, &r->smp.penalty_freq, status, err) &&
          get_float(o, "repeat_penalty", 0.01, 100, &r->smp.penalty_repeat, status, err) &&
-         get_int(o, "repeat_last_n", -1, 1e9, &r->smp.penalty_last_n, status, err);
+         get_int(o, "repeat_last_n", -1, 1e9, &r->smp.penalty_last_n, status, err) &&
+         /* llama.cpp's further samplers (llama-server's names; typ_p as its web UI and CLI say it) */
+         get_float(o, "typical_p", 0, 1, &r->smp.typ_p, status, err) &&
+         get_float(o, "typ_p", 0, 1, &r->smp.typ_p, status, err) &&
+         get_float(o, "top_n_sigma", -1e6, 1e6, &r->smp.top_n_sigma, status, err) &&
+         get_float(o, "xtc_probability", 0, 1, &r->smp.xtc_probability, status, err) &&
+         get_float(o, "xtc_threshold", 0, 1, &r->smp.xtc_threshold, status, err) &&
+         get_float(o, "dynatemp_range", 0, 100, &r->smp.dynatemp_range, status, err) &&
+         get_float(o, "dynatemp_exponent", 0, 100, &r->smp.dynatemp_exponent, status, err) &&
+         get_float(o, "dry_multiplier", 0, 1e6, &r->smp.dry_multiplier, status, err) &&
+         get_float(o, "dry_base", 0, 1e6, &r->smp.dry_base, status, err) &&
+         get_int(o, "dry_allowed_length", 0, 1e9, &r->smp.dry_allowed_length, status, err) &&
+         get_int(o, "dry_penalty_last_n", -1, 1e9, &r->smp.dry_penalty_last_n, status, err);
+    if (r->smp.dry_base < 1.0f) r->smp.dry_base = d->smp.dry_base; /* as llama-server: below 1 means the default */
     if (ok) {
         double seed = -1;
         ok = get_num(o, "seed", -1, 9007199254740991.0, &seed, status, err);
         if (ok && seed != floor(seed)) ok = bad(status, 400, err, "'%s' must be an integer", "seed");
         if (ok && seed >= 0) r->smp.seed = (uint64_t)seed;
     }
-    ok = ok && nx_srv_parse_samplers(cJSON_GetObjectItemCaseSensitive(o, "samplers"), &r->smp, status, err);
+    ok = ok && nx_srv_parse_samplers(cJSON_GetObjectItemCaseSensitive(o, "samplers"), &r->smp, status, err) &&
+         parse_dry_breakers(o, tok, d, r, status, err);
     *max_tokens = d->max_tokens;
     /* max_completion_tokens (chat) supersedes max_tokens; n_predict is llama.cpp's name */
     ok = ok && get_int(o, "n_predict", -1, 1e9, max_tokens, status, err) &&
@@ -663,6 +727,7 @@ bool nx_srv_parse_common(const cJSON *o, nx_srv_api api, const nx_srv_defaults *
                                      &r->smp.n_logit_bias, status, err);
         r->smp.logit_bias = r->logit_bias;
     }
+    if (ok && r->ignore_eos && tok) ban_eog(r, (const nx_tokenizer *)tok);
     return ok;
 }
 

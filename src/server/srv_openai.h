@@ -29,7 +29,10 @@ typedef struct nx_srv_defaults {
     int32_t n_vocab;            /* token ids in a prompt array must be below this */
     bool enable_thinking;       /* chat default (chat_template_kwargs.enable_thinking overrides) */
     nx_chat_format chat_format; /* NX_CHAT_NONE: chat requests are refused with a clear error */
-    const char *model_name;     /* a request's "model" must be this or an alias (NULL: any) */
+    const char *model_name;     /* the model's name, reported in every reply */
+    bool strict_model;          /* true: a request's "model" must be model_name or an alias (404
+                                 * otherwise); false (default): any name is answered by the one
+                                 * model, as llama-server does (the reply names the real model) */
     const char *aliases[NX_SRV_MAX_ALIASES]; /* other names of the model (--alias a,b) */
     int n_aliases;
     const char *tags[NX_SRV_MAX_ALIASES];    /* informational (--tags), listed by /v1/models */

@@ -31,6 +31,8 @@ nx_srv_req *nx_srv_req_clone(const nx_srv_req *t) {
     r->smp = t->smp;
     r->smp.logit_bias = NULL;
     r->smp.n_logit_bias = 0;
+    r->smp.dry_breakers = r->smp.dry_breaker_lens = NULL;
+    r->smp.n_dry_breakers = 0;
     r->max_tokens = t->max_tokens;
     r->ignore_eos = t->ignore_eos;
     r->stream = t->stream;
@@ -52,6 +54,21 @@ nx_srv_req *nx_srv_req_clone(const nx_srv_req *t) {
             memcpy(r->logit_bias, t->smp.logit_bias, (size_t)t->smp.n_logit_bias * sizeof *r->logit_bias);
             r->smp.logit_bias = r->logit_bias;
             r->smp.n_logit_bias = t->smp.n_logit_bias;
+        }
+    }
+    for (int i = 0; i < t->n_dry_strs && ok; i++) r->n_dry_strs += (ok = (r->dry_strs[i] = strdup(t->dry_strs[i])) != NULL);
+    if (ok && t->dry.n > 0) { /* the DRY breakers */
+        int32_t n_tok = 0;
+        for (int32_t i = 0; i < t->dry.n; i++) n_tok += t->dry.lens[i];
+        r->dry.tokens = malloc((size_t)n_tok * sizeof *r->dry.tokens);
+        r->dry.lens = malloc((size_t)t->dry.n * sizeof *r->dry.lens);
+        if ((ok = r->dry.tokens && r->dry.lens)) {
+            memcpy(r->dry.tokens, t->dry.tokens, (size_t)n_tok * sizeof *r->dry.tokens);
+            memcpy(r->dry.lens, t->dry.lens, (size_t)t->dry.n * sizeof *r->dry.lens);
+            r->dry.n = t->dry.n;
+            r->smp.dry_breakers = r->dry.tokens;
+            r->smp.dry_breaker_lens = r->dry.lens;
+            r->smp.n_dry_breakers = r->dry.n;
         }
     }
     if (!ok) {
@@ -80,6 +97,8 @@ void nx_srv_req_unref(nx_srv_req *r) {
     free(r->gen_prefix);
     nx_srv_tools_free(r->tools);
     free(r->logit_bias);
+    nextn_dry_seqs_free(&r->dry);
+    for (int i = 0; i < r->n_dry_strs; i++) free(r->dry_strs[i]);
     free(r->tokens);
     free(r->probs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);

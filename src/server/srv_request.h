@@ -19,6 +19,7 @@
 #include "server/srv_tools.h"
 
 #define NX_SRV_MAX_STOP 16 /* stop strings per request */
+#define NX_SRV_MAX_DRY 16   /* DRY sequence breakers per request */
 
 typedef struct nx_srv_req {
     /* ---- set before submit ---- */
@@ -38,6 +39,9 @@ typedef struct nx_srv_req {
     int32_t id_slot;            /* the slot to run in (llama-server's id_slot); -1: any free one */
     bool exceeds_ctx;           /* parsing: refused because the prompt does not fit a slot */
     nextn_logit_bias *logit_bias; /* owned; smp.logit_bias points here (smp.n_logit_bias entries) */
+    nextn_dry_seqs dry;         /* owned DRY breaker sequences; smp.dry_breakers points here */
+    char *dry_strs[NX_SRV_MAX_DRY]; /* owned: the breaker strings (generation_settings) */
+    int n_dry_strs;
     int32_t n_probs;            /* -1: no log-probabilities; else each generated token's, with this
                                  * many (<= NEXTN_MAX_TOP_LOGPROBS) most likely alternatives */
     char id[48];                /* "cmpl-..." / "chatcmpl-..." (the same for every choice of a request) */
