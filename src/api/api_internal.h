@@ -18,9 +18,7 @@ bool nx_api_kv_types_ok(const nextn_model *m, const nextn_context_params *p, nex
 struct nx_ctx;
 struct nx_ctx *nx_api_ctx(const nextn_context *c);
 const nextn_model *nx_api_ctx_model(const nextn_context *c);
-/* Fingerprint of a model (api_state.c): FNV-1a over the hyper-parameters, the GGUF tensor table
- * and samples of every tensor's bytes.  nx_api_model_fingerprint is computed once at load. */
-uint64_t nx_model_fingerprint(const nx_model *m);
+/* nx_model_fingerprint (model.h) of the model, computed once at load. */
 uint64_t nx_api_model_fingerprint(const nextn_model *m);
 /* The speculative generator's parts (api_spec.c). */
 struct nx_spec;
