@@ -1,4 +1,4 @@
-/* quant.c - the type-traits table, type names, row sizes, CPU ISA detection and kernel dispatch.
+/* quant.c - the type-traits table, type names, row sizes and kernel dispatch.
  *
  * One row per format.  Rows with only name/block_size/type_size ("size-only") describe formats
  * GGUF files may contain that the engine can list and skip but not compute with: their
@@ -7,16 +7,11 @@
  */
 #include "quant/quant_impl.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#ifdef NX_HAVE_X86_KERNELS
-#include <cpuid.h>
-#endif
 
 static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     [NX_TYPE_F32] = {
@@ -308,78 +303,6 @@ bool nx_row_size(uint32_t type, int64_t n, size_t *out, nx_err *err) {
         return nx_fail(err, "row of %lld %s elements is too large", (long long)n, t->name);
     *out = (size_t)bytes;
     return true;
-}
-
-/* ---- CPU features ------------------------------------------------------------------------ */
-
-#ifdef NX_HAVE_X86_KERNELS
-/* F16C and BMI2 straight from CPUID: clang 14's __builtin_cpu_supports() does not know them. */
-static bool cpu_has_f16c_bmi2(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return false;     /* CPUID.1:ECX.F16C */
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 8))) return false; /* CPUID.7.0:EBX.BMI2 */
-    return true;
-}
-#endif
-
-static nx_isa detect_isa(void) {
-#ifdef NX_HAVE_X86_KERNELS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
-        return NX_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
-        return NX_ISA_AVX2;
-#endif
-    return NX_ISA_SCALAR;
-}
-
-/* The level is fixed once per process, at the first call: CPUID (slow, a hypervisor trap on
- * VMs), lowered by the NX_ISA environment variable when it names a lower level (A/B benchmarks;
- * other values are ignored).  Afterwards nx_cpu_isa() is one relaxed load; only
- * nx_cpu_set_isa() changes it. */
-static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
-static nx_isa hw_isa = NX_ISA_SCALAR;
-static _Atomic int cur_isa = NX_ISA_SCALAR;
-
-static void init_isa(void) {
-    hw_isa = detect_isa();
-    nx_isa isa = hw_isa, env;
-    const char *s = getenv("NX_ISA");
-    if (s && nx_isa_from_name(s, &env) && env < isa) isa = env;
-    atomic_store_explicit(&cur_isa, (int)isa, memory_order_relaxed);
-}
-
-nx_isa nx_cpu_isa(void) {
-    pthread_once(&isa_once, init_isa);
-    return (nx_isa)atomic_load_explicit(&cur_isa, memory_order_relaxed);
-}
-
-nx_isa nx_cpu_set_isa(nx_isa isa) {
-    pthread_once(&isa_once, init_isa);
-    const nx_isa level = isa < hw_isa ? isa : hw_isa;
-    atomic_store_explicit(&cur_isa, (int)level, memory_order_relaxed);
-    return level;
-}
-
-bool nx_isa_from_name(const char *name, nx_isa *out) {
-    for (int i = 0; i < NX_ISA_COUNT; i++)
-        if (strcasecmp(name, nx_isa_name((nx_isa)i)) == 0) {
-            *out = (nx_isa)i;
-            return true;
-        }
-    return false;
-}
-
-const char *nx_isa_name(nx_isa isa) {
-    switch (isa) {
-    case NX_ISA_SCALAR: return "scalar";
-    case NX_ISA_AVX2: return "avx2";
-    case NX_ISA_AVX512: return "avx512";
-    default: return "unknown";
-    }
 }
 
 bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx_err *err) {
