@@ -275,7 +275,7 @@ int cmd_spec_bench(int argc, char **argv) {
         {"--cpu-time", NULL, NX_ARG_FLAG, &o.cpu_time, NULL, "process CPU seconds instead of wall seconds (with -t 1 on a shared machine)", 0, 0, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &o.threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
-        {"--kv", NULL, NX_ARG_CHOICE, &kv_choice, NX_CLI_KV_TYPES_HELP, "the same as --kv-type", 0, 0, nx_cli_kv_type_names, false},
+        {"--kv", NULL, NX_ARG_CHOICE, &kv_choice, NX_CLI_KV_TYPES_HELP, "the same as --kv-type", 0, 0, nextn_kv_type_names(), false},
         NX_CLI_LOAD_ARGS(o.no_huge_reread),
     };
     int prc = nx_args_parse(CMD, "-m MODEL [--mtp-model FILE | --no-mtp] [--prompt-len N | --prompt IDS] [-n N] [options]",

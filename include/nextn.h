@@ -112,6 +112,8 @@ nextn_tokenizer *nextn_model_tokenizer(const nextn_model *model);
  * values with one f16 scale (ggml's q8_0 / q4_0 layouts: 8.5 / 4.5 bits per value) and need the
  * model's head_dim to be a multiple of 32. */
 typedef enum nextn_kv_type { NEXTN_KV_F16 = 0, NEXTN_KV_F32 = 1, NEXTN_KV_Q8_0 = 2, NEXTN_KV_Q4_0 = 3 } nextn_kv_type;
+/* Their names ("f16", "f32", "q8_0", "q4_0"), indexed by nextn_kv_type and ended by NULL. */
+const char *const *nextn_kv_type_names(void);
 
 typedef struct nextn_context_params {
     int32_t n_ctx;             /* positions per sequence (default 4096) */

@@ -174,6 +174,11 @@ bool nx_api_kv_types_ok(const nextn_model *m, const nextn_context_params *p, nex
     return true;
 }
 
+_Static_assert(NEXTN_KV_F16 == (int)NX_KV_F16 && NEXTN_KV_F32 == (int)NX_KV_F32 && NEXTN_KV_Q8_0 == (int)NX_KV_Q8_0 &&
+                   NEXTN_KV_Q4_0 == (int)NX_KV_Q4_0,
+               "nextn_kv_type is nx_kv_type");
+const char *const *nextn_kv_type_names(void) { return nx_kv_type_names(); }
+
 nextn_context_params nextn_context_default_params(void) {
     nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16, .n_snapshots = 0,
                              .kv_type_v = NEXTN_KV_F16};
