@@ -2,9 +2,24 @@
 #ifndef NX_API_INTERNAL_H
 #define NX_API_INTERNAL_H
 
+#include <string.h>
+
 #include "model/model.h"
 #include "nextn.h"
+#include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
+
+/* An internal error handed to the public API's caller: copies its message into err (when not
+ * NULL) and returns false. */
+static inline bool nx_api_pass(nextn_error *err, const nx_err *ie) {
+    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
+    return false;
+}
+
+/* The public sampler parameters as the sampler's own (sample.h): every field the public struct
+ * has, the others at their defaults; the logit-bias array is passed, not copied (the sampler
+ * copies it at creation). */
+nx_sampler_params nx_api_sampler_params(const nextn_sampler_params *p);
 
 /* The internal model behind a public handle. */
 const nx_model *nx_api_model(const nextn_model *m);

@@ -55,11 +55,6 @@ struct nextn_state {
     int32_t n_tokens;           /* 0 or s.tgt.pos */
 };
 
-static bool pass(nextn_error *err, const nx_err *ie) {
-    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
-    return false;
-}
-
 static bool fail(nextn_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(nextn_error *err, const char *fmt, ...) {
     if (err) {
@@ -121,7 +116,7 @@ static nextn_state *state_get(nextn_state **st, nextn_error *err) {
     if (!*st) {
         nx_err ie;
         *st = nx_calloc(1, sizeof **st, "state", &ie);
-        if (!*st) pass(err, &ie);
+        if (!*st) nx_api_pass(err, &ie);
     }
     return *st;
 }
@@ -143,7 +138,7 @@ bool nextn_state_take(nextn_state **out, const nextn_context *ctx, int32_t seq, 
     if (!st) return false;
     nx_err ie;
     const nx_ctx *c = nx_api_ctx(ctx);
-    if (!nx_seq_ckpt_take(&st->s.tgt, c, seq, kind == NEXTN_STATE_FULL, &ie)) return pass(err, &ie);
+    if (!nx_seq_ckpt_take(&st->s.tgt, c, seq, kind == NEXTN_STATE_FULL, &ie)) return nx_api_pass(err, &ie);
     st->kind = kind;
     st->from_spec = false;
     st->s.has_mtp = false;
@@ -165,7 +160,7 @@ bool nextn_spec_state_take(nextn_state **out, const nextn_spec *s, int32_t seq, 
     if (!st) return false;
     nx_err ie;
     const nx_spec *drv = nx_api_spec_driver(s);
-    if (!nx_spec_seq_take(&st->s, drv, seq, kind == NEXTN_STATE_FULL, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_take(&st->s, drv, seq, kind == NEXTN_STATE_FULL, &ie)) return nx_api_pass(err, &ie);
     st->kind = kind;
     st->from_spec = true;
     st->fingerprint = nx_api_model_fingerprint(nx_api_spec_model(s));
@@ -188,7 +183,7 @@ bool nextn_state_restore(nextn_context *ctx, int32_t seq, const nextn_state *st,
     if (!ctx) return fail(err, "restore: context is NULL");
     if (!check_model(st, nx_api_ctx_model(ctx), err)) return false;
     nx_err ie;
-    if (!nx_seq_ckpt_restore(nx_api_ctx(ctx), seq, &st->s.tgt, &ie)) return pass(err, &ie);
+    if (!nx_seq_ckpt_restore(nx_api_ctx(ctx), seq, &st->s.tgt, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -201,7 +196,7 @@ bool nextn_spec_state_restore(nextn_spec *s, int32_t seq, const nextn_state *st,
                     "generator's %016llx)", (unsigned long long)st->mtp_fingerprint, (unsigned long long)mfp);
     nx_err ie;
     if (st->from_spec) {
-        if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &st->s, &ie)) return pass(err, &ie);
+        if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &st->s, &ie)) return nx_api_pass(err, &ie);
         return true;
     }
     /* a plain context's state: no MTP part, no driver rows (zeros) */
@@ -209,14 +204,14 @@ bool nextn_spec_state_restore(nextn_spec *s, int32_t seq, const nextn_state *st,
     tmp.has_mtp = false;
     tmp.n_mir = 0;
     tmp.pending_h = NULL;
-    if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &tmp, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &tmp, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
 bool nextn_spec_seq_keep(nextn_spec *s, int32_t seq, nextn_error *err) {
     nx_err ie;
     if (!s) return fail(err, "keep: generator is NULL");
-    if (!nx_spec_seq_keep(nx_api_spec_driver(s), seq, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_keep(nx_api_spec_driver(s), seq, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -567,7 +562,7 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
     }
     if (aok && (h.flags & FL_TOKENS)) aok = (st->tokens = nx_malloc((size_t)(h.n_tokens ? h.n_tokens : 1) * 4, "state", &ie));
     if (!aok) {
-        pass(err, &ie);
+        nx_api_pass(err, &ie);
         goto done;
     }
     n_sec = sections_of(&h, s, st->tokens, sec, &sz_ok);
@@ -634,7 +629,7 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
         s->mtp.conv = nx_alloc_aligned(4, "state", &ie);
         s->mtp.ssm = s->mtp.conv ? nx_alloc_aligned(4, "state", &ie) : NULL;
         if (!s->mtp.ssm) {
-            pass(err, &ie);
+            nx_api_pass(err, &ie);
             goto done;
         }
     }
