@@ -289,11 +289,12 @@ void nextn_sampler_reset(nextn_sampler *s);
 typedef struct nextn_spec nextn_spec;
 
 #define NEXTN_DRAFT_VOCAB_ALL (-1)
+#define NEXTN_SPEC_MAX_DRAFT 16    /* draft_max's limit */
 
 typedef struct nextn_spec_params {
     bool use_mtp;              /* default true; false = plain decoding through the same calls */
     const char *mtp_model;     /* MTP GGUF (mtp-only or full), NULL = automatic */
-    int32_t draft_max;         /* default 3 (1..16) */
+    int32_t draft_max;         /* default 3 (1..NEXTN_SPEC_MAX_DRAFT) */
     int32_t draft_min;         /* drafts shorter than this are dropped (default 0) */
     float draft_p_min;         /* stop drafting below this top probability (default 0) */
     bool adaptive;             /* online cost model chooses the draft length (default true) */

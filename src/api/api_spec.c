@@ -9,7 +9,10 @@
 #include "spec/mtp.h"
 #include "nextn.h"
 #include "spec/spec.h"
+#include "spec/spec_cost.h"
 #include "base/threads.h"
+
+_Static_assert(NEXTN_SPEC_MAX_DRAFT == NX_SPEC_MAX_DRAFT, "the public draft limit is the driver's");
 
 struct nextn_spec {
     const nextn_model *model;
@@ -59,8 +62,8 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         if (err) snprintf(err->msg, sizeof err->msg, "spec: n_seq %d out of range (1..256)", c.n_seq);
         return false;
     }
-    if (p.draft_max < 1 || p.draft_max > 16) {
-        if (err) snprintf(err->msg, sizeof err->msg, "draft_max %d out of range (1..16)", p.draft_max);
+    if (p.draft_max < 1 || p.draft_max > NEXTN_SPEC_MAX_DRAFT) {
+        if (err) snprintf(err->msg, sizeof err->msg, "draft_max %d out of range (1..%d)", p.draft_max, NEXTN_SPEC_MAX_DRAFT);
         return false;
     }
     nextn_spec *s = nx_calloc(1, sizeof *s, "speculative generator", &ie);

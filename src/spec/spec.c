@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NX_SPEC_MAX_DRAFT 16  /* draft_max limit (snapshot slots cost memory per slot) */
 #define MIRROR_CAP 64         /* backlog rows kept while not drafting (older ones are dropped) */
 #define RESEED_ROWS 16        /* rows a stale MTP cache is re-seeded with */
 #define PREFILL_CHUNK 512
