@@ -1,8 +1,10 @@
 /* test_common.c - error formatting and checked allocation. */
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include "base/common.h"
+#include "base/cpu.h"
 
 static void test_fail_formats_and_returns_false(void **state) {
     (void)state;
@@ -35,8 +37,22 @@ static void test_aligned_alloc_is_aligned_and_zeroed(void **state) {
     nx_free_aligned(p);
 }
 
+/* The ISA level is chosen once, at the first nx_cpu_isa() call, from the CPU and NX_ISA (which
+ * can only lower it), and nothing changes it later: a later NX_ISA has no effect.  Nothing else in
+ * this program reads the level, so the first call is here. */
+static void test_isa_level_fixed_at_first_use(void **state) {
+    (void)state;
+    setenv("NX_ISA", "scalar", 1);
+    assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
+    setenv("NX_ISA", "avx512", 1);
+    assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
+    unsetenv("NX_ISA");
+    assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_level_fixed_at_first_use),
         cmocka_unit_test(test_fail_formats_and_returns_false),
         cmocka_unit_test(test_calloc_overflow_is_an_error),
         cmocka_unit_test(test_aligned_alloc_is_aligned_and_zeroed),

@@ -2,7 +2,6 @@
 #include "base/cpu.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -34,30 +33,21 @@ static nx_isa detect_isa(void) {
 
 /* The level is fixed once per process, at the first call: CPUID (slow, a hypervisor trap on
  * VMs), lowered by the NX_ISA environment variable when it names a lower level (A/B benchmarks;
- * other values are ignored).  Afterwards nx_cpu_isa() is one relaxed load; only
- * nx_cpu_set_isa() changes it. */
+ * other values are ignored).  Nothing changes it afterwards: there is no setter (code that
+ * compares levels passes one explicitly, e.g. nx_matmul_isa, and is capped at this one). */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
-static nx_isa hw_isa = NX_ISA_SCALAR;
-static _Atomic int cur_isa = NX_ISA_SCALAR;
+static nx_isa isa_level = NX_ISA_SCALAR; /* written once, inside pthread_once */
 
 static void init_isa(void) {
-    hw_isa = detect_isa();
-    nx_isa isa = hw_isa, env;
+    nx_isa isa = detect_isa(), env;
     const char *s = getenv("NX_ISA");
     if (s && nx_isa_from_name(s, &env) && env < isa) isa = env;
-    atomic_store_explicit(&cur_isa, (int)isa, memory_order_relaxed);
+    isa_level = isa;
 }
 
 nx_isa nx_cpu_isa(void) {
     pthread_once(&isa_once, init_isa);
-    return (nx_isa)atomic_load_explicit(&cur_isa, memory_order_relaxed);
-}
-
-nx_isa nx_cpu_set_isa(nx_isa isa) {
-    pthread_once(&isa_once, init_isa);
-    const nx_isa level = isa < hw_isa ? isa : hw_isa;
-    atomic_store_explicit(&cur_isa, (int)level, memory_order_relaxed);
-    return level;
+    return isa_level;
 }
 
 bool nx_isa_from_name(const char *name, nx_isa *out) {

@@ -2,7 +2,10 @@
  *
  * The level is the best this CPU supports (CPUID), lowered by the NX_ISA environment variable
  * (scalar|avx2|avx512) when that names a lower level; it is fixed at the first nx_cpu_isa()
- * call.  Kernel tables (quant.c, convert_kernels.c), matmul and the layers read it.
+ * call and read-only after: nothing sets it, so every context, kernel table (quant.c,
+ * convert_kernels.c), matmul and layer of the process agrees on it.  Tests and benchmarks that
+ * compare levels in one process pass the level explicitly: nx_matmul_isa (capped at this one),
+ * nx_dot_plan_for, nx_vec_dot_for.
  */
 #ifndef NX_CPU_H
 #define NX_CPU_H
@@ -15,10 +18,6 @@ typedef enum nx_isa { NX_ISA_SCALAR = 0, NX_ISA_AVX2 = 1, NX_ISA_AVX512 = 2, NX_
 /* The level the kernels use: the best this CPU supports, lowered by the NX_ISA environment
  * variable (scalar|avx2|avx512) if set when this is first called; read once per process. */
 nx_isa nx_cpu_isa(void);
-/* Tests and benchmarks: makes nx_cpu_isa() return min(isa, the CPU's best) from now on and
- * returns that level.  Not while kernels run on other threads (contexts cache the level when
- * created). */
-nx_isa nx_cpu_set_isa(nx_isa isa);
 const char *nx_isa_name(nx_isa isa);
 bool nx_isa_from_name(const char *name, nx_isa *out); /* case-insensitive; false if unknown */
 
