@@ -1030,6 +1030,8 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
         s->st.emitted += n_out[i];
     }
     s->st.t_accept += nx_time_s() - t1;
+    nx_err inv;
+    NX_ASSERT(nx_spec_check(s, &inv), "%s", inv.msg);
     return true;
 }
 
