@@ -248,7 +248,6 @@ int main(int argc, char **argv) {
         nx_matmul_scratch scratch = {0};
         for (int isa = 0; isa <= (int)best; isa++) {
             if (!list_has(isa_arg, nx_isa_name((nx_isa)isa))) continue;
-            nx_cpu_set_isa((nx_isa)isa);
             for (int ri = 0; ri < nrows_list; ri++) {
                 const int T = rows_list[ri];
                 /* single thread: the dot kernel alone over every weight row (activations
@@ -289,10 +288,10 @@ int main(int argc, char **argv) {
                 const double gbs_cpu = wbytes / bu_median(tc, runs) / 1e9;
                 /* all threads: the whole nx_matmul (activation conversion included) */
                 readn = read_bandwidth(pool, buf, bytes, runs, NULL);
-                nx_matmul(pool, &scratch, &w, x, T, yb, &err); /* warm-up */
+                nx_matmul_isa(pool, &scratch, &w, x, T, yb, (nx_isa)isa, &err); /* warm-up */
                 for (int r = 0; r < runs; r++) {
                     double t0 = nx_time_s();
-                    nx_matmul(pool, &scratch, &w, x, T, yb, &err);
+                    nx_matmul_isa(pool, &scratch, &w, x, T, yb, (nx_isa)isa, &err);
                     tm[r] = nx_time_s() - t0;
                 }
                 const double gbs_n = wbytes / bu_median(tm, runs) / 1e9;
@@ -302,7 +301,6 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
         }
-        nx_cpu_set_isa(best);
         nx_matmul_scratch_free(&scratch);
         free(yb);
     }

@@ -18,12 +18,22 @@ int nx_usage_error(const char *cmd, const char *fmt, ...) {
     return NX_ARGS_ERROR;
 }
 
+/* The option's metavar; a choice without one shows its choices ("f16|f32|q8_0|q4_0"). */
+static const char *metavar(const nx_arg *a, char *buf, size_t cap) {
+    if (a->metavar || a->kind != NX_ARG_CHOICE || !a->choices) return a->metavar;
+    buf[0] = '\0';
+    for (int i = 0; a->choices[i]; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? "|" : "", a->choices[i]);
+    return buf;
+}
+
 static void print_help(const char *cmd, const char *usage, const nx_arg *args, size_t n_args) {
     printf("usage: nextn %s %s\n\noptions:\n", cmd, usage);
     for (size_t i = 0; i < n_args; i++) {
-        char left[64];
+        char left[64], mv[48];
+        const char *m = metavar(&args[i], mv, sizeof mv);
         snprintf(left, sizeof left, "%s%s%s%s%s", args[i].alias ? args[i].alias : "", args[i].alias ? ", " : "",
-                 args[i].name, args[i].metavar ? " " : "", args[i].metavar ? args[i].metavar : "");
+                 args[i].name, m ? " " : "", m ? m : "");
         printf("  %-26s %s\n", left, args[i].help);
     }
     printf("  %-26s %s\n", "-h, --help", "show this help");
@@ -151,8 +161,9 @@ int nx_args_parse_pos(const char *cmd, const char *usage, nx_arg *args, size_t n
         if (eq) {
             val = eq + 1;
         } else {
-            if (i + 1 >= argc)
-                return nx_usage_error(cmd, "option %s needs a value (%s)", a->name, a->metavar ? a->metavar : "VALUE");
+            char mv[48];
+            const char *m = metavar(a, mv, sizeof mv);
+            if (i + 1 >= argc) return nx_usage_error(cmd, "option %s needs a value (%s)", a->name, m ? m : "VALUE");
             val = argv[++i];
         }
         int rc = set_value(cmd, a, val);

@@ -59,7 +59,6 @@ bool nx_cli_create_context(const char *cmd, const nextn_model *m, const nextn_co
     return true;
 }
 
-const char *const nx_cli_kv_type_names[] = {"f16", "f32", "q8_0", "q4_0", NULL};
 const char *const nx_cli_spec_names[] = {"none", "mtp", NULL};
 
 void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p) {
@@ -69,10 +68,10 @@ void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p) {
 
 void nx_cli_print_memory(const char *cmd, const nextn_memory *mem, const nextn_context_params *cp) {
     char types[32];
-    if (cp->kv_type == cp->kv_type_v) snprintf(types, sizeof types, "%s", nx_cli_kv_type_names[cp->kv_type]);
+    if (cp->kv_type == cp->kv_type_v) snprintf(types, sizeof types, "%s", nextn_kv_type_names()[cp->kv_type]);
     else
-        snprintf(types, sizeof types, "k %s, v %s", nx_cli_kv_type_names[cp->kv_type],
-                 nx_cli_kv_type_names[cp->kv_type_v]);
+        snprintf(types, sizeof types, "k %s, v %s", nextn_kv_type_names()[cp->kv_type],
+                 nextn_kv_type_names()[cp->kv_type_v]);
     fprintf(stderr,
             "nextn %s: memory: weights %.1f MiB (mmapped), KV cache %.1f MiB (%s, n_ctx %d x %d seq), "
             "recurrent state %.1f MiB\n",

@@ -68,16 +68,16 @@ void nx_cli_print_memory(const char *cmd, const nextn_memory *mem, const nextn_c
 /* The attention cache options of every command that decodes (an nx_arg table's entries, args.h):
  * --kv-type sets K and V, --cache-type-k / -ctk and --cache-type-v / -ctv (llama.cpp's names) set
  * one each and win over --kv-type.  The choices' indices are the nextn_kv_type values.  kv holds
- * the --kv-type choice (initialise to 0, f16), k and v the others (initialise to -1: not given). */
-extern const char *const nx_cli_kv_type_names[];
-#define NX_CLI_KV_TYPES_HELP "f16|f32|q8_0|q4_0"
+ * the --kv-type choice (initialise to 0, f16), k and v the others (initialise to -1: not given).
+ * The names are the library's (nextn_kv_type_names), so the list exists once. */
+#define NX_CLI_KV_TYPES_HELP NULL /* the choices, as args.c prints them */
 #define NX_CLI_KV_ARGS(kv, k, v)                                                                                   \
     {"--kv-type", NULL, NX_ARG_CHOICE, &(kv), NX_CLI_KV_TYPES_HELP, "attention K and V cache type (default f16)", 0, \
-     0, nx_cli_kv_type_names, false},                                                                             \
+     0, nextn_kv_type_names(), false},                                                                             \
         {"--cache-type-k", "-ctk", NX_ARG_CHOICE, &(k), NX_CLI_KV_TYPES_HELP,                                     \
-         "attention K cache type (default: --kv-type)", 0, 0, nx_cli_kv_type_names, false},                       \
+         "attention K cache type (default: --kv-type)", 0, 0, nextn_kv_type_names(), false},                       \
         {"--cache-type-v", "-ctv", NX_ARG_CHOICE, &(v), NX_CLI_KV_TYPES_HELP,                                     \
-         "attention V cache type (default: --kv-type)", 0, 0, nx_cli_kv_type_names, false}
+         "attention V cache type (default: --kv-type)", 0, 0, nextn_kv_type_names(), false}
 /* Sets p->kv_type / p->kv_type_v from the three choices above. */
 void nx_cli_kv_types(int kv, int k, int v, nextn_context_params *p);
 

@@ -67,7 +67,7 @@ int cmd_serve(int argc, char **argv) {
         {"--ctx-checkpoints", "-ctxcp", NX_ARG_INT, &n_ckpt, "N", "prompt cache: recurrent-state checkpoints per slot (default 8)", 0, NX_SRV_MAX_CKPT, NULL, false},
         {"--checkpoint-every", NULL, NX_ARG_INT, &ckpt_every, "N", "prompt cache: a checkpoint every N prompt tokens, 0 = only near prompt ends (default 256)", 0, 1 << 24, NULL, false},
         {"--spec", NULL, NX_ARG_CHOICE, &spec_choice, "none|mtp", "speculative decoding with the MTP head (default none)", 0, 0, spec_types, false},
-        {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, 16, NULL, false},
+        {"--draft-max", NULL, NX_ARG_INT, &spec.draft_max, "N", "--spec: max draft tokens per step (default 3)", 1, NEXTN_SPEC_MAX_DRAFT, NULL, false},
         {"--mtp-model", NULL, NX_ARG_STRING, &spec.mtp_model, "FILE", "--spec: MTP GGUF (default: the model's own, or mtp-*.gguf beside it)", 0, 0, NULL, false},
         {"--no-adaptive", NULL, NX_ARG_FLAG, &no_adaptive, NULL, "--spec: always draft draft-max tokens (no cost model)", 0, 0, NULL, false},
         {"--draft-vocab", NULL, NX_ARG_INT, &spec.draft_vocab, "K", "--spec: the draft head scores only K tokens; 0 = all (default: V/4 from <model>.draft-vocab.txt if that file is beside the model, else the V/4 lowest ids for 32768+ tokens, else all)", 0, 1e9, NULL, false},

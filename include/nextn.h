@@ -112,6 +112,8 @@ nextn_tokenizer *nextn_model_tokenizer(const nextn_model *model);
  * values with one f16 scale (ggml's q8_0 / q4_0 layouts: 8.5 / 4.5 bits per value) and need the
  * model's head_dim to be a multiple of 32. */
 typedef enum nextn_kv_type { NEXTN_KV_F16 = 0, NEXTN_KV_F32 = 1, NEXTN_KV_Q8_0 = 2, NEXTN_KV_Q4_0 = 3 } nextn_kv_type;
+/* Their names ("f16", "f32", "q8_0", "q4_0"), indexed by nextn_kv_type and ended by NULL. */
+const char *const *nextn_kv_type_names(void);
 
 typedef struct nextn_context_params {
     int32_t n_ctx;             /* positions per sequence (default 4096) */
@@ -319,11 +321,12 @@ void nextn_sampler_reset(nextn_sampler *s);
 typedef struct nextn_spec nextn_spec;
 
 #define NEXTN_DRAFT_VOCAB_ALL (-1)
+#define NEXTN_SPEC_MAX_DRAFT 16    /* draft_max's limit */
 
 typedef struct nextn_spec_params {
     bool use_mtp;              /* default true; false = plain decoding through the same calls */
     const char *mtp_model;     /* MTP GGUF (mtp-only or full), NULL = automatic */
-    int32_t draft_max;         /* default 3 (1..16) */
+    int32_t draft_max;         /* default 3 (1..NEXTN_SPEC_MAX_DRAFT) */
     int32_t draft_min;         /* drafts shorter than this are dropped (default 0) */
     float draft_p_min;         /* stop drafting below this top probability (default 0) */
     bool adaptive;             /* online cost model chooses the draft length (default true) */

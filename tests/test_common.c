@@ -1,8 +1,17 @@
-/* test_common.c - error formatting and checked allocation. */
+/* test_common.c - error formatting, checked allocation, the ISA level chosen once, NX_ASSERT. */
+/* NX_ASSERT as checked builds compile it, whatever this build's type (see test_assert_*). */
+#ifndef NX_CHECKS
+#define NX_CHECKS 1
+#endif
 #include "testutil.h"
 
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "base/common.h"
+#include "base/cpu.h"
 
 static void test_fail_formats_and_returns_false(void **state) {
     (void)state;
@@ -35,8 +44,54 @@ static void test_aligned_alloc_is_aligned_and_zeroed(void **state) {
     nx_free_aligned(p);
 }
 
+/* The ISA level is chosen once, at the first nx_cpu_isa() call, from the CPU and NX_ISA (which
+ * can only lower it), and nothing changes it later: a later NX_ISA has no effect.  Nothing else in
+ * this program reads the level, so the first call is here. */
+static void test_isa_level_fixed_at_first_use(void **state) {
+    (void)state;
+    setenv("NX_ISA", "scalar", 1);
+    assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
+    setenv("NX_ISA", "avx512", 1);
+    assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
+    unsetenv("NX_ISA");
+    assert_int_equal(nx_cpu_isa(), NX_ISA_SCALAR);
+}
+
+/* A true NX_ASSERT does nothing; a false one prints file:line, the condition and the message on
+ * stderr and aborts (run in a child process). */
+static void test_assert_aborts_with_message(void **state) {
+    (void)state;
+    int evaluated = 0;
+    NX_ASSERT(++evaluated == 1, "not reached");
+    assert_int_equal(evaluated, 1);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        const int two = 2;
+        NX_ASSERT(two == 3, "two is %d", two);
+        _exit(0); /* not reached when the assertion works */
+    }
+    close(fd[1]);
+    char buf[512] = {0};
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    close(fd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+    assert_non_null(strstr(buf, "test_common.c:"));
+    assert_non_null(strstr(buf, "two == 3: two is 2"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_level_fixed_at_first_use),
+        cmocka_unit_test(test_assert_aborts_with_message),
         cmocka_unit_test(test_fail_formats_and_returns_false),
         cmocka_unit_test(test_calloc_overflow_is_an_error),
         cmocka_unit_test(test_aligned_alloc_is_aligned_and_zeroed),

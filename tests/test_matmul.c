@@ -36,7 +36,7 @@ static double act_error_bound(nx_type act, const float *x, int64_t i) {
     }
 }
 
-static void run_all(nx_pool *pool, float *w_f, float *x, float *y) {
+static void run_all(nx_pool *pool, nx_isa isa, float *w_f, float *x, float *y) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const nx_type_traits *tt = nx_type_get(types[ti]);
         const nx_type_traits *ta = nx_type_get(tt->vec_dot_type);
@@ -57,7 +57,7 @@ static void run_all(nx_pool *pool, float *w_f, float *x, float *y) {
         for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
             const int64_t T = Ts[k];
             memset(y, 0xFF, sizeof(float) * TMAX * OUT); /* NaN: catches unwritten outputs */
-            assert_true(nx_matmul(pool, &scratch, &w, x, T, y, &e));
+            assert_true(nx_matmul_isa(pool, &scratch, &w, x, T, y, isa, &e));
             for (int64_t t = 0; t < T; t++) {
                 /* the activations as the kernel sees them, and their error bound */
                 ta->from_float(x + t * IN, xa, IN);
@@ -95,7 +95,7 @@ static void run_all(nx_pool *pool, float *w_f, float *x, float *y) {
                         print_error("%s T=%lld t=%lld o=%d threads=%d isa=%s: got %.9g, want %.9g (tol %g) / "
                                     "%.9g (tol %g)\n",
                                     tt->name, (long long)T, (long long)t, o, nx_pool_size(pool),
-                                    nx_isa_name(nx_cpu_isa()), got, tight, tol_tight, loose, tol_loose);
+                                    nx_isa_name(isa), got, tight, tol_tight, loose, tol_loose);
                         fail();
                     }
                 }
@@ -124,13 +124,11 @@ static void test_matmul_all_types_all_T(void **state) {
     fill(x, IN * TMAX, 2);
     const nx_isa best = nx_cpu_isa();
     for (int isa = 0; isa <= (int)best; isa++) {
-        nx_cpu_set_isa((nx_isa)isa);
-        run_all(NULL, w, x, y); /* no pool: single thread */
+        run_all(NULL, (nx_isa)isa, w, x, y); /* no pool: single thread */
         nx_pool *p = nx_pool_create(3, NULL);
-        run_all(p, w, x, y);
+        run_all(p, (nx_isa)isa, w, x, y);
         nx_pool_free(p);
     }
-    nx_cpu_set_isa(best);
     free(w);
     free(x);
     free(y);
@@ -189,12 +187,11 @@ static void test_matmul_batch_invariant(void **state) {
         assert_true(nx_weight_init(&w, wq, types[ti], IN, OUT, NULL));
         nx_matmul_scratch s = {0};
         for (int isa = 0; isa <= (int)best; isa++) {
-            nx_cpu_set_isa((nx_isa)isa);
             for (size_t bi = 0; bi < sizeof Tb / sizeof Tb[0]; bi++) {
                 const int64_t T = Tb[bi];
-                assert_true(nx_matmul(p, &s, &w, x, T, yb, NULL));
+                assert_true(nx_matmul_isa(p, &s, &w, x, T, yb, (nx_isa)isa, NULL));
                 for (int64_t t = 0; t < T; t++) {
-                    assert_true(nx_matmul(p, &s, &w, x + t * IN, 1, y1, NULL));
+                    assert_true(nx_matmul_isa(p, &s, &w, x + t * IN, 1, y1, (nx_isa)isa, NULL));
                     if (memcmp(y1, yb + t * OUT, sizeof(float) * OUT) != 0) {
                         print_error("%s isa=%s: row %lld of a %lld-row batch differs from the same row alone\n",
                                     tt->name, nx_isa_name((nx_isa)isa), (long long)t, (long long)T);
@@ -203,7 +200,6 @@ static void test_matmul_batch_invariant(void **state) {
                 }
             }
         }
-        nx_cpu_set_isa(best);
         nx_matmul_scratch_free(&s);
         free(wq);
     }
@@ -304,13 +300,12 @@ static void test_groups_share_converted_rows(void **state) {
     nx_matmul_scratch ms = {0};
     const nx_isa best = nx_cpu_isa();
     for (int isa = 0; isa <= (int)best; isa++) {
-        nx_cpu_set_isa((nx_isa)isa);
         for (int i = 0; i < NG; i++) memset(y[i], 0xFF, sizeof(float) * 3 * OUT);
-        assert_true(nx_matmul_groups(p, &s, g, NG, NULL));
+        assert_true(nx_matmul_groups_isa(p, &s, g, NG, (nx_isa)isa, NULL));
         for (int i = 0; i < NG; i++) {
             for (int64_t t = 0; t < Tg[i]; t++)
                 memcpy(xg + t * IN2, x + (rl[i] ? rl[i][t] : t) * st[i], sizeof(float) * IN2);
-            assert_true(nx_matmul(NULL, &ms, &g[i].w, xg, Tg[i], want, NULL));
+            assert_true(nx_matmul_isa(NULL, &ms, &g[i].w, xg, Tg[i], want, (nx_isa)isa, NULL));
             if (memcmp(want, y[i], sizeof(float) * (size_t)Tg[i] * OUT) != 0) {
                 print_error("isa=%s: group %d (%s) differs from nx_matmul of its own rows\n",
                             nx_isa_name((nx_isa)isa), i, nx_type_name(wt[i]));
@@ -318,7 +313,6 @@ static void test_groups_share_converted_rows(void **state) {
             }
         }
     }
-    nx_cpu_set_isa(best);
     nx_pool_free(p);
     nx_mm_groups_scratch_free(&s);
     nx_matmul_scratch_free(&ms);

@@ -47,11 +47,6 @@ struct nextn_stream {
     nx_buf buf;
 };
 
-static bool pass(nextn_error *err, const nx_err *ie) {
-    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
-    return false;
-}
-
 static bool fail(nextn_error *err, const char *msg) {
     if (err) snprintf(err->msg, sizeof err->msg, "%s", msg);
     return false;
@@ -86,10 +81,10 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
     nextn_model_params p = params ? *params : nextn_model_default_params();
     nx_err ie;
     nextn_model *m = nx_calloc(1, sizeof *m, "model handle", &ie);
-    if (!m) return pass(err, &ie);
+    if (!m) return nx_api_pass(err, &ie);
     if (!nx_model_open(&m->model, path, p.load_mtp, &ie)) {
         free(m);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     struct stat st;
     m->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -102,7 +97,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
         if (!nx_tokenizer_from_gguf(&m->tok, m->model->gguf, &ie)) {
             nx_model_free(m->model);
             free(m);
-            return pass(err, &ie);
+            return nx_api_pass(err, &ie);
         }
         if (nx_tokenizer_n_vocab(m->tok) > m->model->hp.n_vocab) {
             snprintf(ie.msg, sizeof ie.msg, "%s: the tokenizer has %u tokens but the model's head has %u rows", path,
@@ -110,7 +105,7 @@ bool nextn_model_load(nextn_model **out, const char *path, const nextn_model_par
             nx_tokenizer_free(m->tok);
             nx_model_free(m->model);
             free(m);
-            return pass(err, &ie);
+            return nx_api_pass(err, &ie);
         }
         if (p.no_normalize) nx_tokenizer_set_nfc(m->tok, false);
     }
@@ -174,6 +169,11 @@ bool nx_api_kv_types_ok(const nextn_model *m, const nextn_context_params *p, nex
     return true;
 }
 
+_Static_assert(NEXTN_KV_F16 == (int)NX_KV_F16 && NEXTN_KV_F32 == (int)NX_KV_F32 && NEXTN_KV_Q8_0 == (int)NX_KV_Q8_0 &&
+                   NEXTN_KV_Q4_0 == (int)NX_KV_Q4_0,
+               "nextn_kv_type is nx_kv_type");
+const char *const *nextn_kv_type_names(void) { return nx_kv_type_names(); }
+
 nextn_context_params nextn_context_default_params(void) {
     nextn_context_params p = {.n_ctx = 4096, .n_seq = 1, .n_threads = 0, .kv_type = NEXTN_KV_F16, .n_snapshots = 0,
                              .kv_type_v = NEXTN_KV_F16};
@@ -188,12 +188,12 @@ bool nextn_context_create(nextn_context **out, const nextn_model *model, const n
     if (!nx_api_kv_types_ok(model, &p, err)) return false;
     nx_err ie;
     nextn_context *c = nx_calloc(1, sizeof *c, "context handle", &ie);
-    if (!c) return pass(err, &ie);
+    if (!c) return nx_api_pass(err, &ie);
     c->model = model;
     c->params = p;
     if (!(c->pool = nx_pool_create(p.n_threads, &ie))) {
         free(c);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     nx_ctx_params cp = nx_ctx_default_params();
     cp.n_ctx = p.n_ctx;
@@ -204,7 +204,7 @@ bool nextn_context_create(nextn_context **out, const nextn_model *model, const n
     if (!nx_ctx_create(&c->ctx, model->model, &cp, c->pool, &ie)) {
         nx_pool_free(c->pool);
         free(c);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     *out = c;
     return true;
@@ -235,7 +235,7 @@ bool nextn_decode(nextn_context *c, const nextn_batch *batch, nextn_error *err) 
     nx_batch b = {.n_tokens = batch->n_tokens, .token = batch->token, .pos = batch->pos,
                   .seq_id = batch->seq_id, .logits = batch->logits};
     nx_err ie;
-    if (!nx_forward(c->ctx, &b, &ie)) return pass(err, &ie);
+    if (!nx_forward(c->ctx, &b, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -263,19 +263,19 @@ static bool check_seq(const nextn_context *c, int32_t seq, const char *what, nex
 bool nextn_seq_clear(nextn_context *c, int32_t seq, nextn_error *err) {
     nx_err ie;
     if (!check_seq(c, seq, "seq_clear", err)) return false;
-    return nx_ctx_seq_clear(c->ctx, seq, &ie) || pass(err, &ie);
+    return nx_ctx_seq_clear(c->ctx, seq, &ie) || nx_api_pass(err, &ie);
 }
 
 bool nextn_seq_truncate(nextn_context *c, int32_t seq, int32_t from_pos, nextn_error *err) {
     nx_err ie;
     if (!check_seq(c, seq, "seq_truncate", err)) return false;
-    return nx_ctx_seq_truncate(c->ctx, seq, from_pos, &ie) || pass(err, &ie);
+    return nx_ctx_seq_truncate(c->ctx, seq, from_pos, &ie) || nx_api_pass(err, &ie);
 }
 
 bool nextn_seq_copy(nextn_context *c, int32_t src, int32_t dst, nextn_error *err) {
     nx_err ie;
     if (!check_seq(c, src, "seq_copy source", err) || !check_seq(c, dst, "seq_copy destination", err)) return false;
-    return nx_ctx_seq_copy(c->ctx, src, dst, &ie) || pass(err, &ie);
+    return nx_ctx_seq_copy(c->ctx, src, dst, &ie) || nx_api_pass(err, &ie);
 }
 
 /* ---- tokenizer --------------------------------------------------------------------------- */
@@ -295,7 +295,7 @@ bool nextn_tokenize(nextn_tokenizer *t, const char *text, size_t len, bool add_b
     nx_err ie;
     if (!nx_tokenize(tok_in(t), text ? text : "", len, add_bos, parse_special, &v, &ie)) {
         nx_tokens_free(&v);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     if (v.n > (size_t)INT32_MAX) {
         nx_tokens_free(&v);
@@ -323,7 +323,7 @@ bool nextn_detokenize(const nextn_tokenizer *t, const int32_t *ids, int32_t n, b
     nx_err ie;
     if (!nx_detokenize(tok_in(t), ids, (size_t)n, special, &b, &ie)) {
         nx_buf_free(&b);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     *len_out = b.len;
     bool ok = true;
@@ -344,7 +344,7 @@ bool nextn_stream_create(nextn_stream **out, const nextn_tokenizer *t, bool spec
     if (!t) return fail(err, "stream: no tokenizer");
     nx_err ie;
     nextn_stream *s = nx_calloc(1, sizeof *s, "detokenizer stream", &ie);
-    if (!s) return pass(err, &ie);
+    if (!s) return nx_api_pass(err, &ie);
     nx_detok_stream_init(&s->st, tok_in(t), special);
     *out = s;
     return true;
@@ -354,7 +354,7 @@ bool nextn_stream_push(nextn_stream *s, int32_t id, const char **text, size_t *l
     nx_err ie;
     s->buf.len = 0;
     if (s->buf.data) s->buf.data[0] = 0;
-    if (!nx_detok_stream_push(&s->st, id, &s->buf, &ie)) return pass(err, &ie);
+    if (!nx_detok_stream_push(&s->st, id, &s->buf, &ie)) return nx_api_pass(err, &ie);
     *text = s->buf.data ? s->buf.data : "";
     *len_out = s->buf.len;
     return true;
@@ -364,7 +364,7 @@ bool nextn_stream_flush(nextn_stream *s, const char **text, size_t *len_out, nex
     nx_err ie;
     s->buf.len = 0;
     if (s->buf.data) s->buf.data[0] = 0;
-    if (!nx_detok_stream_flush(&s->st, &s->buf, &ie)) return pass(err, &ie);
+    if (!nx_detok_stream_flush(&s->st, &s->buf, &ie)) return nx_api_pass(err, &ie);
     *text = s->buf.data ? s->buf.data : "";
     *len_out = s->buf.len;
     return true;
@@ -384,13 +384,13 @@ bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, c
     if (!user_text) return fail(err, "chat: user text is NULL");
     nx_err ie;
     nx_chat_format fmt;
-    if (!nx_chat_select(model->model->gguf, chat_format, &fmt, &ie)) return pass(err, &ie);
+    if (!nx_chat_select(model->model->gguf, chat_format, &fmt, &ie)) return nx_api_pass(err, &ie);
     nx_chat_msg msg = {.role = "user", .content = user_text};
     nx_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = true};
     nx_buf out = {0};
     if (!nx_chat_render(fmt, &msg, 1, &opts, &out, &ie)) {
         nx_buf_free(&out);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     *len_out = out.len;
     bool ok = true;
@@ -429,47 +429,52 @@ nextn_sampler_params nextn_sampler_default_params(void) {
     return p;
 }
 
+nx_sampler_params nx_api_sampler_params(const nextn_sampler_params *p) {
+    nx_sampler_params ip = nx_sampler_default_params();
+    ip.temp = p->temp;
+    ip.top_k = p->top_k;
+    ip.top_p = p->top_p;
+    ip.min_p = p->min_p;
+    ip.penalty_last_n = p->penalty_last_n;
+    ip.penalty_repeat = p->penalty_repeat;
+    ip.penalty_freq = p->penalty_freq;
+    ip.penalty_present = p->penalty_present;
+    ip.seed = p->seed;
+    ip.typ_p = p->typ_p;
+    ip.top_n_sigma = p->top_n_sigma;
+    ip.xtc_probability = p->xtc_probability;
+    ip.xtc_threshold = p->xtc_threshold;
+    ip.dynatemp_range = p->dynatemp_range;
+    ip.dynatemp_exponent = p->dynatemp_exponent;
+    ip.dry_multiplier = p->dry_multiplier;
+    ip.dry_base = p->dry_base;
+    ip.dry_allowed_length = p->dry_allowed_length;
+    ip.dry_penalty_last_n = p->dry_penalty_last_n;
+    ip.dry_breakers = p->dry_breakers;
+    ip.dry_breaker_lens = p->dry_breaker_lens;
+    ip.n_dry_breakers = p->n_dry_breakers;
+    memcpy(ip.samplers, p->samplers, sizeof ip.samplers);
+    ip.logit_bias = (const nx_logit_bias *)p->logit_bias; /* same layout (checked above); copied by the sampler */
+    ip.n_logit_bias = p->n_logit_bias;
+    ip.ban = p->ban;
+    ip.n_ban = p->n_ban;
+    return ip;
+}
+
 bool nextn_sampler_create(nextn_sampler **out, const nextn_model *model, const nextn_sampler_params *params,
                           nextn_error *err) {
     *out = NULL;
     if (!model) return fail(err, "sampler: model is NULL");
-    nextn_sampler_params p = params ? *params : nextn_sampler_default_params();
-    nx_sampler_params ip = nx_sampler_default_params();
-    ip.temp = p.temp;
-    ip.top_k = p.top_k;
-    ip.top_p = p.top_p;
-    ip.min_p = p.min_p;
-    ip.penalty_last_n = p.penalty_last_n;
-    ip.penalty_repeat = p.penalty_repeat;
-    ip.penalty_freq = p.penalty_freq;
-    ip.penalty_present = p.penalty_present;
-    ip.seed = p.seed;
-    ip.typ_p = p.typ_p;
-    ip.top_n_sigma = p.top_n_sigma;
-    ip.xtc_probability = p.xtc_probability;
-    ip.xtc_threshold = p.xtc_threshold;
-    ip.dynatemp_range = p.dynatemp_range;
-    ip.dynatemp_exponent = p.dynatemp_exponent;
-    ip.dry_multiplier = p.dry_multiplier;
-    ip.dry_base = p.dry_base;
-    ip.dry_allowed_length = p.dry_allowed_length;
-    ip.dry_penalty_last_n = p.dry_penalty_last_n;
-    ip.dry_breakers = p.dry_breakers;
-    ip.dry_breaker_lens = p.dry_breaker_lens;
-    ip.n_dry_breakers = p.n_dry_breakers;
-    memcpy(ip.samplers, p.samplers, sizeof ip.samplers);
-    ip.logit_bias = (const nx_logit_bias *)p.logit_bias; /* same layout (checked below); copied */
-    ip.n_logit_bias = p.n_logit_bias;
-    ip.ban = p.ban;
-    ip.n_ban = p.n_ban;
+    const nextn_sampler_params p = params ? *params : nextn_sampler_default_params();
+    const nx_sampler_params ip = nx_api_sampler_params(&p);
     nx_err ie;
     nextn_sampler *s = nx_calloc(1, sizeof *s, "sampler handle", &ie);
-    if (!s) return pass(err, &ie);
+    if (!s) return nx_api_pass(err, &ie);
     if (!nx_sampler_create(&s->s, (int32_t)model->model->hp.n_vocab, &ip, &ie) ||
         !nx_dist_init(&s->dist, (int32_t)model->model->hp.n_vocab, &ie)) {
         nx_sampler_free(s->s);
         free(s);
-        return pass(err, &ie);
+        return nx_api_pass(err, &ie);
     }
     *out = s;
     return true;
@@ -485,7 +490,7 @@ void nextn_sampler_free(nextn_sampler *s) {
 bool nextn_sampler_sample(nextn_sampler *s, const float *logits, int32_t *token, nextn_error *err) {
     if (!logits) return fail(err, "sampler: logits row is NULL (were logits requested for that row?)");
     nx_err ie;
-    return nx_sampler_sample(s->s, logits, token, &ie) || pass(err, &ie);
+    return nx_sampler_sample(s->s, logits, token, &ie) || nx_api_pass(err, &ie);
 }
 
 bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, float *probs, int32_t cap,
@@ -494,7 +499,7 @@ bool nextn_sampler_dist(nextn_sampler *s, const float *logits, int32_t *ids, flo
     if (!logits) return fail(err, "sampler: logits row is NULL (were logits requested for that row?)");
     if (!ids || !probs) return fail(err, "sampler: ids and probs must not be NULL");
     nx_err ie;
-    if (!nx_sampler_dist(s->s, logits, &s->dist, &ie)) return pass(err, &ie);
+    if (!nx_sampler_dist(s->s, logits, &s->dist, &ie)) return nx_api_pass(err, &ie);
     *n_out = s->dist.n;
     if (cap < s->dist.n) {
         if (err) snprintf(err->msg, sizeof err->msg, "sampler: %d entries do not fit in a buffer of %d", s->dist.n, cap);
@@ -512,12 +517,12 @@ bool nextn_sampler_logprobs(nextn_sampler *s, const float *logits, int32_t token
     out->token = token;
     return nx_sampler_logprobs(s->s, logits, token, n_top, &out->logprob, out->top_ids, out->top_logprobs, &out->n_top,
                                &ie) ||
-           pass(err, &ie);
+           nx_api_pass(err, &ie);
 }
 
 bool nextn_sampler_accept(nextn_sampler *s, int32_t token, nextn_error *err) {
     nx_err ie;
-    return nx_sampler_accept(s->s, token, &ie) || pass(err, &ie);
+    return nx_sampler_accept(s->s, token, &ie) || nx_api_pass(err, &ie);
 }
 
 void nextn_sampler_reset(nextn_sampler *s) { nx_sampler_reset(s->s); }

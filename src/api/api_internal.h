@@ -2,9 +2,24 @@
 #ifndef NX_API_INTERNAL_H
 #define NX_API_INTERNAL_H
 
+#include <string.h>
+
 #include "model/model.h"
 #include "nextn.h"
+#include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
+
+/* An internal error handed to the public API's caller: copies its message into err (when not
+ * NULL) and returns false. */
+static inline bool nx_api_pass(nextn_error *err, const nx_err *ie) {
+    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
+    return false;
+}
+
+/* The public sampler parameters as the sampler's own (sample.h): every field the public struct
+ * has, the others at their defaults; the logit-bias array is passed, not copied (the sampler
+ * copies it at creation). */
+nx_sampler_params nx_api_sampler_params(const nextn_sampler_params *p);
 
 /* The internal model behind a public handle. */
 const nx_model *nx_api_model(const nextn_model *m);
@@ -18,9 +33,7 @@ bool nx_api_kv_types_ok(const nextn_model *m, const nextn_context_params *p, nex
 struct nx_ctx;
 struct nx_ctx *nx_api_ctx(const nextn_context *c);
 const nextn_model *nx_api_ctx_model(const nextn_context *c);
-/* Fingerprint of a model (api_state.c): FNV-1a over the hyper-parameters, the GGUF tensor table
- * and samples of every tensor's bytes.  nx_api_model_fingerprint is computed once at load. */
-uint64_t nx_model_fingerprint(const nx_model *m);
+/* nx_model_fingerprint (model.h) of the model, computed once at load. */
 uint64_t nx_api_model_fingerprint(const nextn_model *m);
 /* The speculative generator's parts (api_spec.c). */
 struct nx_spec;

@@ -9,7 +9,10 @@
 #include "spec/mtp.h"
 #include "nextn.h"
 #include "spec/spec.h"
+#include "spec/spec_cost.h"
 #include "base/threads.h"
+
+_Static_assert(NEXTN_SPEC_MAX_DRAFT == NX_SPEC_MAX_DRAFT, "the public draft limit is the driver's");
 
 struct nextn_spec {
     const nextn_model *model;
@@ -25,43 +28,6 @@ struct nextn_spec {
     char dv_file[1024];        /* the frequency file that chose them ("" = none) */
     char notice[256];
 };
-
-static bool pass(nextn_error *err, const nx_err *ie) {
-    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
-    return false;
-}
-
-static nx_sampler_params to_nx_sampling(const nextn_sampler_params *sm) {
-    nx_sampler_params p = nx_sampler_default_params();
-    p.temp = sm->temp;
-    p.top_k = sm->top_k;
-    p.top_p = sm->top_p;
-    p.min_p = sm->min_p;
-    p.penalty_last_n = sm->penalty_last_n;
-    p.penalty_repeat = sm->penalty_repeat;
-    p.penalty_freq = sm->penalty_freq;
-    p.penalty_present = sm->penalty_present;
-    p.seed = sm->seed;
-    p.typ_p = sm->typ_p;
-    p.top_n_sigma = sm->top_n_sigma;
-    p.xtc_probability = sm->xtc_probability;
-    p.xtc_threshold = sm->xtc_threshold;
-    p.dynatemp_range = sm->dynatemp_range;
-    p.dynatemp_exponent = sm->dynatemp_exponent;
-    p.dry_multiplier = sm->dry_multiplier;
-    p.dry_base = sm->dry_base;
-    p.dry_allowed_length = sm->dry_allowed_length;
-    p.dry_penalty_last_n = sm->dry_penalty_last_n;
-    p.dry_breakers = sm->dry_breakers;
-    p.dry_breaker_lens = sm->dry_breaker_lens;
-    p.n_dry_breakers = sm->n_dry_breakers;
-    memcpy(p.samplers, sm->samplers, sizeof p.samplers);
-    p.logit_bias = (const nx_logit_bias *)sm->logit_bias; /* same layout (api.c checks it); copied */
-    p.n_logit_bias = sm->n_logit_bias;
-    p.ban = sm->ban;
-    p.n_ban = sm->n_ban;
-    return p;
-}
 
 nextn_spec_params nextn_spec_default_params(void) {
     nextn_spec_params p = {.use_mtp = true, .mtp_model = NULL, .draft_max = 3, .draft_min = 0, .draft_p_min = 0.0f,
@@ -96,12 +62,12 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
         if (err) snprintf(err->msg, sizeof err->msg, "spec: n_seq %d out of range (1..256)", c.n_seq);
         return false;
     }
-    if (p.draft_max < 1 || p.draft_max > 16) {
-        if (err) snprintf(err->msg, sizeof err->msg, "draft_max %d out of range (1..16)", p.draft_max);
+    if (p.draft_max < 1 || p.draft_max > NEXTN_SPEC_MAX_DRAFT) {
+        if (err) snprintf(err->msg, sizeof err->msg, "draft_max %d out of range (1..%d)", p.draft_max, NEXTN_SPEC_MAX_DRAFT);
         return false;
     }
     nextn_spec *s = nx_calloc(1, sizeof *s, "speculative generator", &ie);
-    if (!s) return pass(err, &ie);
+    if (!s) return nx_api_pass(err, &ie);
     if (!p.use_mtp) {
         snprintf(s->notice, sizeof s->notice, "use_mtp false: plain decoding");
     } else {
@@ -165,7 +131,7 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     sp.draft_p_min = p.draft_p_min;
     sp.adaptive = p.adaptive;
     sp.penalize_prompt = p.penalize_prompt;
-    sp.sampling = to_nx_sampling(&sm);
+    sp.sampling = nx_api_sampler_params(&sm);
     if (!nx_spec_create(&s->drv, s->ctx, s->mtp, &sp, &ie)) goto fail;
     s->stride = (s->mtp ? p.draft_max : 0) + 1;
     s->model = model;
@@ -176,7 +142,7 @@ bool nextn_spec_create(nextn_spec **out, const nextn_model *model, const nextn_c
     return true;
 fail:
     nextn_spec_free(s);
-    return pass(err, &ie);
+    return nx_api_pass(err, &ie);
 }
 
 bool nextn_spec_has_mtp(const nextn_spec *s) { return s->mtp != NULL; }
@@ -192,7 +158,7 @@ int32_t nextn_spec_max_step_tokens(const nextn_spec *s) { return s->stride; }
 bool nextn_spec_prefill(nextn_spec *s, const int32_t *ids, int32_t n, int32_t *first, nextn_error *err) {
     nx_err ie;
     const int32_t *pr = ids;
-    if (!nx_spec_prefill(s->drv, 1, &pr, &n, first, &ie)) return pass(err, &ie);
+    if (!nx_spec_prefill(s->drv, 1, &pr, &n, first, &ie)) return nx_api_pass(err, &ie);
     nx_spec_reset_stats(s->drv);
     return true;
 }
@@ -203,7 +169,7 @@ bool nextn_spec_step(nextn_spec *s, int32_t max_out, int32_t *out, int32_t *n_ou
         if (err) snprintf(err->msg, sizeof err->msg, "spec: %d sequences: use nextn_spec_step_seqs", s->n_seq);
         return false;
     }
-    if (!nx_spec_step(s->drv, &max_out, out, n_out, &ie)) return pass(err, &ie);
+    if (!nx_spec_step(s->drv, &max_out, out, n_out, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -213,8 +179,8 @@ bool nextn_spec_prefill_seq(nextn_spec *s, int32_t seq, const int32_t *ids, int3
                             int32_t *first, nextn_error *err) {
     nx_err ie;
     nx_sampler_params p;
-    if (smp) p = to_nx_sampling(smp);
-    if (!nx_spec_prefill_seq(s->drv, seq, ids, n, smp ? &p : NULL, first, &ie)) return pass(err, &ie);
+    if (smp) p = nx_api_sampler_params(smp);
+    if (!nx_spec_prefill_seq(s->drv, seq, ids, n, smp ? &p : NULL, first, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -222,20 +188,20 @@ bool nextn_spec_prefill_seq_part(nextn_spec *s, int32_t seq, const int32_t *ids,
                                  const nextn_sampler_params *smp, int32_t *first, bool *done, nextn_error *err) {
     nx_err ie;
     nx_sampler_params p;
-    if (smp) p = to_nx_sampling(smp);
-    if (!nx_spec_prefill_seq_part(s->drv, seq, ids, n, max_rows, smp ? &p : NULL, first, done, &ie)) return pass(err, &ie);
+    if (smp) p = nx_api_sampler_params(smp);
+    if (!nx_spec_prefill_seq_part(s->drv, seq, ids, n, max_rows, smp ? &p : NULL, first, done, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
 bool nextn_spec_step_seqs(nextn_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_out, nextn_error *err) {
     nx_err ie;
-    if (!nx_spec_step(s->drv, max_out, out, n_out, &ie)) return pass(err, &ie);
+    if (!nx_spec_step(s->drv, max_out, out, n_out, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
 bool nextn_spec_seq_clear(nextn_spec *s, int32_t seq, nextn_error *err) {
     nx_err ie;
-    if (!nx_spec_seq_clear(s->drv, seq, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_clear(s->drv, seq, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -279,7 +245,7 @@ _Static_assert(sizeof(nextn_logprob) == sizeof(nx_spec_logprob) && NEXTN_MAX_TOP
 
 bool nextn_spec_set_logprobs(nextn_spec *s, int32_t seq, int32_t n_top, nextn_error *err) {
     nx_err ie;
-    if (!nx_spec_set_logprobs(s->drv, seq, n_top, &ie)) return pass(err, &ie);
+    if (!nx_spec_set_logprobs(s->drv, seq, n_top, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 

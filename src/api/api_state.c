@@ -55,11 +55,6 @@ struct nextn_state {
     int32_t n_tokens;           /* 0 or s.tgt.pos */
 };
 
-static bool pass(nextn_error *err, const nx_err *ie) {
-    if (err) memcpy(err->msg, ie->msg, sizeof err->msg);
-    return false;
-}
-
 static bool fail(nextn_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(nextn_error *err, const char *fmt, ...) {
     if (err) {
@@ -72,13 +67,6 @@ static bool fail(nextn_error *err, const char *fmt, ...) {
 }
 
 /* ---- hashing ------------------------------------------------------------------------------- */
-
-/* FNV-1a 64 over bytes (fingerprints). */
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
 
 /* The checksum: FNV-1a's step over 64-bit little-endian words (a partial word waits for more
  * bytes), then the length.  Each step is a bijection of the running value, so a file differing
@@ -122,44 +110,13 @@ static uint64_t hash_final(const hasher *x) {
     return y.h;
 }
 
-uint64_t nx_model_fingerprint(const nx_model *m) {
-    const nx_hparams *hp = &m->hp;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const uint32_t u[] = {hp->n_embd, hp->n_layer_all, hp->n_layer, hp->n_mtp, hp->n_ff, hp->n_head, hp->n_head_kv,
-                          hp->head_dim, hp->n_rot, hp->ssm_conv_kernel, hp->ssm_d_state, hp->ssm_n_group,
-                          hp->ssm_dt_rank, hp->ssm_d_inner, hp->full_attn_interval, hp->n_vocab};
-    h = fnv(h, u, sizeof u);
-    h = fnv(h, &hp->eps, sizeof hp->eps);
-    h = fnv(h, &hp->rope_base, sizeof hp->rope_base);
-    h = fnv(h, hp->rope_sections, sizeof hp->rope_sections);
-    for (uint32_t l = 0; l < hp->n_layer_all && l < NX_MAX_LAYERS; l++) h = fnv(h, &hp->recurrent[l], 1);
-    const nx_gguf *g = m->gguf;
-    for (uint64_t i = 0; g && i < g->n_tensors; i++) {
-        const nx_gguf_tensor *t = &g->tensors[i];
-        h = fnv(h, t->name.ptr, (size_t)t->name.len);
-        h = fnv(h, &t->n_dims, sizeof t->n_dims);
-        h = fnv(h, t->ne, sizeof t->ne);
-        h = fnv(h, &t->type, sizeof t->type);
-        h = fnv(h, &t->offset, sizeof t->offset);
-        /* samples of the weights: 32 bytes at the start, the middle and the end */
-        const uint8_t *d = t->data;
-        const size_t n = (size_t)t->nbytes, k = n < 32 ? n : 32;
-        if (d && n) {
-            h = fnv(h, d, k);
-            h = fnv(h, d + (n - k) / 2, k);
-            h = fnv(h, d + n - k, k);
-        }
-    }
-    return h;
-}
-
 /* ---- taking and restoring ------------------------------------------------------------------ */
 
 static nextn_state *state_get(nextn_state **st, nextn_error *err) {
     if (!*st) {
         nx_err ie;
         *st = nx_calloc(1, sizeof **st, "state", &ie);
-        if (!*st) pass(err, &ie);
+        if (!*st) nx_api_pass(err, &ie);
     }
     return *st;
 }
@@ -181,7 +138,7 @@ bool nextn_state_take(nextn_state **out, const nextn_context *ctx, int32_t seq, 
     if (!st) return false;
     nx_err ie;
     const nx_ctx *c = nx_api_ctx(ctx);
-    if (!nx_seq_ckpt_take(&st->s.tgt, c, seq, kind == NEXTN_STATE_FULL, &ie)) return pass(err, &ie);
+    if (!nx_seq_ckpt_take(&st->s.tgt, c, seq, kind == NEXTN_STATE_FULL, &ie)) return nx_api_pass(err, &ie);
     st->kind = kind;
     st->from_spec = false;
     st->s.has_mtp = false;
@@ -203,7 +160,7 @@ bool nextn_spec_state_take(nextn_state **out, const nextn_spec *s, int32_t seq, 
     if (!st) return false;
     nx_err ie;
     const nx_spec *drv = nx_api_spec_driver(s);
-    if (!nx_spec_seq_take(&st->s, drv, seq, kind == NEXTN_STATE_FULL, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_take(&st->s, drv, seq, kind == NEXTN_STATE_FULL, &ie)) return nx_api_pass(err, &ie);
     st->kind = kind;
     st->from_spec = true;
     st->fingerprint = nx_api_model_fingerprint(nx_api_spec_model(s));
@@ -226,7 +183,7 @@ bool nextn_state_restore(nextn_context *ctx, int32_t seq, const nextn_state *st,
     if (!ctx) return fail(err, "restore: context is NULL");
     if (!check_model(st, nx_api_ctx_model(ctx), err)) return false;
     nx_err ie;
-    if (!nx_seq_ckpt_restore(nx_api_ctx(ctx), seq, &st->s.tgt, &ie)) return pass(err, &ie);
+    if (!nx_seq_ckpt_restore(nx_api_ctx(ctx), seq, &st->s.tgt, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -239,7 +196,7 @@ bool nextn_spec_state_restore(nextn_spec *s, int32_t seq, const nextn_state *st,
                     "generator's %016llx)", (unsigned long long)st->mtp_fingerprint, (unsigned long long)mfp);
     nx_err ie;
     if (st->from_spec) {
-        if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &st->s, &ie)) return pass(err, &ie);
+        if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &st->s, &ie)) return nx_api_pass(err, &ie);
         return true;
     }
     /* a plain context's state: no MTP part, no driver rows (zeros) */
@@ -247,14 +204,14 @@ bool nextn_spec_state_restore(nextn_spec *s, int32_t seq, const nextn_state *st,
     tmp.has_mtp = false;
     tmp.n_mir = 0;
     tmp.pending_h = NULL;
-    if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &tmp, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_restore(nx_api_spec_driver(s), seq, &tmp, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
 bool nextn_spec_seq_keep(nextn_spec *s, int32_t seq, nextn_error *err) {
     nx_err ie;
     if (!s) return fail(err, "keep: generator is NULL");
-    if (!nx_spec_seq_keep(nx_api_spec_driver(s), seq, &ie)) return pass(err, &ie);
+    if (!nx_spec_seq_keep(nx_api_spec_driver(s), seq, &ie)) return nx_api_pass(err, &ie);
     return true;
 }
 
@@ -605,7 +562,7 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
     }
     if (aok && (h.flags & FL_TOKENS)) aok = (st->tokens = nx_malloc((size_t)(h.n_tokens ? h.n_tokens : 1) * 4, "state", &ie));
     if (!aok) {
-        pass(err, &ie);
+        nx_api_pass(err, &ie);
         goto done;
     }
     n_sec = sections_of(&h, s, st->tokens, sec, &sz_ok);
@@ -672,7 +629,7 @@ bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *p
         s->mtp.conv = nx_alloc_aligned(4, "state", &ie);
         s->mtp.ssm = s->mtp.conv ? nx_alloc_aligned(4, "state", &ie) : NULL;
         if (!s->mtp.ssm) {
-            pass(err, &ie);
+            nx_api_pass(err, &ie);
             goto done;
         }
     }

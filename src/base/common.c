@@ -82,3 +82,13 @@ uint64_t nx_peak_rss_bytes(void) {
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
 }
+
+_Noreturn void nx_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...) {
+    fprintf(stderr, "nextn: internal check failed: %s:%d: %s: ", file, line, cond);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}

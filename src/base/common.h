@@ -67,4 +67,20 @@ uint64_t nx_peak_rss_bytes(void);
 #define NX_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define NX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* NX_ASSERT(cond, fmt, ...): an internal invariant (a bug in nextn if false, never bad input:
+ * that is an nx_err).  Checked builds (NX_CHECKS: Debug, sanitizer builds and -DNEXTN_CHECKS=ON,
+ * see CMakeLists.txt) evaluate cond and, when it is false, print "file:line: cond: message" on
+ * stderr and abort; other builds compile it out without evaluating cond.  The invariant checks
+ * that tests also call directly (nx_spec_check ...) run through it after the operations that
+ * must keep them. */
+#ifdef NX_CHECKS
+#define NX_ASSERT(cond, ...) \
+    do { if (!(cond)) nx_assert_fail(__FILE__, __LINE__, #cond, __VA_ARGS__); } while (0)
+#else
+#define NX_ASSERT(cond, ...) \
+    do { (void)sizeof(!(cond)); } while (0)
+#endif
+_Noreturn void nx_assert_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

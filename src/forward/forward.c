@@ -211,13 +211,6 @@ static void swiglu_fn(void *p, int ith, int nth) {
     else for (int64_t i = b; i < e; i++) st->g[i] = nx_silu(st->g[i]) * st->u[i];
 }
 
-bool nx_fwd_matmuls(nx_fwd *f, const float *x, int T, int n, const nx_weight *const *w, float *const *y, nx_err *err) {
-    nx_mm_group g[NX_FWD_MAX_MATMULS];
-    if (n > NX_FWD_MAX_MATMULS) return nx_fail(err, "nx_fwd_matmuls: %d weights (at most %d)", n, NX_FWD_MAX_MATMULS);
-    for (int i = 0; i < n; i++) g[i] = (nx_mm_group){*w[i], x, w[i]->in, NULL, T, y[i]};
-    return nx_matmul_groups(f->pool, &f->mmg, g, n, err);
-}
-
 /* SwiGLU FFN: out = down(silu(gate(in)) * up(in)); qwen35moe: the mixture of experts (moe.h). */
 static bool ffn(nx_fwd *f, const nx_layer *l, nx_err *err) {
     if (l->is_moe) return nx_moe_ffn(f->pool, &f->moe, f->hp, &l->moe, f->in, f->rows.T, f->out, err);

@@ -4,13 +4,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf/gguf_types.h"
 #include "quant/quant.h"
 
-static const char *const kv_names[NX_KV_TYPE_COUNT] = {"f16", "f32", "q8_0", "q4_0"};
-static const uint32_t kv_qtypes[NX_KV_TYPE_COUNT] = {NX_TYPE_F16, NX_TYPE_F32, NX_TYPE_Q8_0, NX_TYPE_Q4_0};
+/* The cache types, in nx_kv_type order: each is a tensor type, whose name (gguf_types.h) it
+ * takes.  The only list of them: the CLI's choices and the API's names come from kv_names. */
+#define KV_TYPES(X) X(F16) X(F32) X(Q8_0) X(Q4_0)
+#define KV_NAME(T) NX_GGUF_NAME(T),
+#define KV_QTYPE(T) NX_TYPE_##T,
+#define KV_INDEX(T) KV_INDEX_##T,
+#define KV_SAME(T) _Static_assert(KV_INDEX_##T == (int)NX_KV_##T, "KV_TYPES is in nx_kv_type order");
+enum { KV_TYPES(KV_INDEX) KV_INDEX_COUNT };
+KV_TYPES(KV_SAME)
+_Static_assert(KV_INDEX_COUNT == NX_KV_TYPE_COUNT, "KV_TYPES lists every nx_kv_type");
+static const char *const kv_names[NX_KV_TYPE_COUNT + 1] = {KV_TYPES(KV_NAME) NULL};
+static const uint32_t kv_qtypes[NX_KV_TYPE_COUNT] = {KV_TYPES(KV_QTYPE)};
 
 bool nx_kv_type_valid(int t) { return t >= 0 && t < NX_KV_TYPE_COUNT; }
 const char *nx_kv_type_name(nx_kv_type t) { return nx_kv_type_valid((int)t) ? kv_names[t] : "?"; }
+const char *const *nx_kv_type_names(void) { return kv_names; }
 uint32_t nx_kv_type_qtype(nx_kv_type t) { return kv_qtypes[t]; }
 int nx_kv_type_block(nx_kv_type t) { return (int)nx_type_get(kv_qtypes[t])->block_size; }
 

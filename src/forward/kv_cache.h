@@ -32,6 +32,7 @@ bool   nx_kv_init(nx_kv_cache *c, int n_layer, int kv_dim, int n_ctx, int n_seq,
 void   nx_kv_free(nx_kv_cache *c);
 size_t nx_kv_bytes(const nx_kv_cache *c);
 const char *nx_kv_type_name(nx_kv_type t); /* "f16", "f32", "q8_0", "q4_0"; "?" when out of range */
+const char *const *nx_kv_type_names(void); /* all of them in nx_kv_type order, then NULL */
 bool nx_kv_type_valid(int t);
 /* Elements per block of the type (1 for F16/F32, 32 for Q8_0/Q4_0): a head's D must be a multiple. */
 int nx_kv_type_block(nx_kv_type t);

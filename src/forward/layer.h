@@ -80,7 +80,7 @@ static inline void nx_fwd_run(const nx_fwd *f, nx_task_fn fn, void *arg, int64_t
 
 /* y_i = x · W_iᵀ for n (<= NX_FWD_MAX_MATMULS) weights that read the same T rows x: one pool
  * hand-off for all their output rows and one conversion of x per activation layout when the
- * rows take the dot kernels (nx_matmul_groups); bit-identical to n nx_matmul calls. */
+ * rows take the dot kernels (nx_matmul_groups); bit-identical to n nx_matmul calls (layer.c). */
 #define NX_FWD_MAX_MATMULS 4
 bool nx_fwd_matmuls(nx_fwd *f, const float *x, int T, int n, const nx_weight *const *w, float *const *y, nx_err *err);
 

@@ -1,37 +1,28 @@
-/* gguf_types.c - storage layout of every ggml tensor type id a GGUF file may carry, and the
- * size of the metadata value types.
+/* gguf_types.c - storage layout of every ggml tensor type id a GGUF file may carry (the table of
+ * gguf_types.h's list), and the size of the metadata value types.
  *
  * The reader needs only (elements per block, bytes per block) to size and bound a tensor, and
  * it must know them for every id llama.cpp can write, including formats nextn cannot compute
  * with (IQ*, TQ*, MXFP4, ...), so that `nextn info` works on any llama.cpp file.  The compute
- * table in quant.c describes the formats nextn implements; tests/test_gguf.c checks that both
- * tables agree wherever both describe an id.
- *
- * Facts from ggml's block definitions (ggml-common.h static_asserts); ids 4, 5, 31-33 and 36-38
- * were removed from ggml and are rejected.
+ * table in quant.c takes the same facts from the same list.
  */
 #include "gguf/gguf.h"
 
+#include "gguf/gguf_types.h"
+
+#define ROW(T) [NX_GGUF_ID(T)] = {NX_GGUF_NAME(T), NX_GGUF_BLOCK(T), NX_GGUF_BYTES(T)}
 static const nx_gguf_type_layout layouts[] = {
-    [0]  = {"f32", 1, 4},         [1]  = {"f16", 1, 2},
-    [2]  = {"q4_0", 32, 18},      [3]  = {"q4_1", 32, 20},
-    [6]  = {"q5_0", 32, 22},      [7]  = {"q5_1", 32, 24},
-    [8]  = {"q8_0", 32, 34},      [9]  = {"q8_1", 32, 36},
-    [10] = {"q2_K", 256, 84},     [11] = {"q3_K", 256, 110},
-    [12] = {"q4_K", 256, 144},    [13] = {"q5_K", 256, 176},
-    [14] = {"q6_K", 256, 210},    [15] = {"q8_K", 256, 292},
-    [16] = {"iq2_xxs", 256, 66},  [17] = {"iq2_xs", 256, 74},
-    [18] = {"iq3_xxs", 256, 98},  [19] = {"iq1_s", 256, 50},
-    [20] = {"iq4_nl", 32, 18},    [21] = {"iq3_s", 256, 110},
-    [22] = {"iq2_s", 256, 82},    [23] = {"iq4_xs", 256, 136},
-    [24] = {"i8", 1, 1},          [25] = {"i16", 1, 2},
-    [26] = {"i32", 1, 4},         [27] = {"i64", 1, 8},
-    [28] = {"f64", 1, 8},         [29] = {"iq1_m", 256, 56},
-    [30] = {"bf16", 1, 2},
-    [34] = {"tq1_0", 256, 54},    [35] = {"tq2_0", 256, 66},
-    [39] = {"mxfp4", 32, 17},     [40] = {"nvfp4", 64, 36},
-    [41] = {"q1_0", 128, 18},     [42] = {"q2_0", 64, 18},
+    ROW(F32), ROW(F16), ROW(Q4_0), ROW(Q4_1),
+    ROW(Q5_0), ROW(Q5_1), ROW(Q8_0), ROW(Q8_1),
+    ROW(Q2_K), ROW(Q3_K), ROW(Q4_K), ROW(Q5_K),
+    ROW(Q6_K), ROW(Q8_K), ROW(IQ2_XXS), ROW(IQ2_XS),
+    ROW(IQ3_XXS), ROW(IQ1_S), ROW(IQ4_NL), ROW(IQ3_S),
+    ROW(IQ2_S), ROW(IQ4_XS), ROW(I8), ROW(I16),
+    ROW(I32), ROW(I64), ROW(F64), ROW(IQ1_M),
+    ROW(BF16), ROW(TQ1_0), ROW(TQ2_0), ROW(MXFP4),
+    ROW(NVFP4), ROW(Q1_0), ROW(Q2_0),
 };
+#undef ROW
 
 const nx_gguf_type_layout *nx_gguf_type_layout_get(uint32_t type) {
     if (type >= NX_ARRAY_LEN(layouts) || layouts[type].name == NULL) return NULL;

@@ -408,3 +408,41 @@ bool nx_embed_row(const nx_weight *emb, int32_t token, float *out, nx_err *err) 
     tt->to_float((const uint8_t *)emb->data + (size_t)token * emb->row_bytes, out, emb->in);
     return true;
 }
+
+/* FNV-1a 64 over bytes. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t nx_model_fingerprint(const nx_model *m) {
+    const nx_hparams *hp = &m->hp;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint32_t u[] = {hp->n_embd, hp->n_layer_all, hp->n_layer, hp->n_mtp, hp->n_ff, hp->n_head, hp->n_head_kv,
+                          hp->head_dim, hp->n_rot, hp->ssm_conv_kernel, hp->ssm_d_state, hp->ssm_n_group,
+                          hp->ssm_dt_rank, hp->ssm_d_inner, hp->full_attn_interval, hp->n_vocab};
+    h = fnv(h, u, sizeof u);
+    h = fnv(h, &hp->eps, sizeof hp->eps);
+    h = fnv(h, &hp->rope_base, sizeof hp->rope_base);
+    h = fnv(h, hp->rope_sections, sizeof hp->rope_sections);
+    for (uint32_t l = 0; l < hp->n_layer_all && l < NX_MAX_LAYERS; l++) h = fnv(h, &hp->recurrent[l], 1);
+    const nx_gguf *g = m->gguf;
+    for (uint64_t i = 0; g && i < g->n_tensors; i++) {
+        const nx_gguf_tensor *t = &g->tensors[i];
+        h = fnv(h, t->name.ptr, (size_t)t->name.len);
+        h = fnv(h, &t->n_dims, sizeof t->n_dims);
+        h = fnv(h, t->ne, sizeof t->ne);
+        h = fnv(h, &t->type, sizeof t->type);
+        h = fnv(h, &t->offset, sizeof t->offset);
+        /* samples of the weights: 32 bytes at the start, the middle and the end */
+        const uint8_t *d = t->data;
+        const size_t n = (size_t)t->nbytes, k = n < 32 ? n : 32;
+        if (d && n) {
+            h = fnv(h, d, k);
+            h = fnv(h, d + (n - k) / 2, k);
+            h = fnv(h, d + n - k, k);
+        }
+    }
+    return h;
+}

@@ -222,6 +222,11 @@ int64_t nx_map_huge_bytes(const void *addr);
 void nx_model_free(nx_model *m);     /* frees a loaded model (and the struct itself) */
 void nx_model_release(nx_model *m);  /* frees what nx_model_bind allocated, not the struct */
 
+/* Fingerprint of a model (for sequence-state files, which never restore into another model):
+ * FNV-1a over the hyper-parameters, the GGUF tensor table and samples of every tensor's bytes
+ * (32 at its start, middle and end). */
+uint64_t nx_model_fingerprint(const nx_model *m);
+
 /* One embedding row (any weight type) converted to F32. */
 bool nx_embed_row(const nx_weight *emb, int32_t token, float *out, nx_err *err);
 

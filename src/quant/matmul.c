@@ -153,10 +153,16 @@ static void matmul_f32_groups(void *c, int64_t begin, int64_t end) {
 
 bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
                nx_err *err) {
+    return nx_matmul_isa(pool, scratch, w, x, T, y, nx_cpu_isa(), err);
+}
+
+bool nx_matmul_isa(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
+                   nx_isa isa, nx_err *err) {
+    if (isa > nx_cpu_isa()) isa = nx_cpu_isa(); /* never a level this CPU (or NX_ISA) rules out */
     if (T <= 0) return T == 0 ? true : nx_fail(err, "matmul: negative row count %lld", (long long)T);
     /* f32 weights on AVX-512: 16 output rows at a time (matmul_f32.h), bit-identical to the
      * vec-dot kernel; work split in whole groups of 16 rows */
-    if (w->type == NX_TYPE_F32 && nx_cpu_isa() >= NX_ISA_AVX512) {
+    if (w->type == NX_TYPE_F32 && isa >= NX_ISA_AVX512) {
         struct f32_ctx fc = {w, x, T, y};
         const int64_t groups = (w->out + NX_F32_GROUP - 1) / NX_F32_GROUP;
         const int64_t group_work = NX_F32_GROUP * w->in * T;
@@ -166,11 +172,11 @@ bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, co
     /* the kernel for this CPU and how it wants the activations: the weight's vec-dot type, or
      * a kernel-specific prepared layout (quant.h, nx_dot_plan_for) */
     nx_dot_plan plan;
-    if (!nx_dot_plan_for(w->type, nx_cpu_isa(), w->in, &plan, err)) return nx_fail_prefix(err, "matmul");
+    if (!nx_dot_plan_for(w->type, isa, w->in, &plan, err)) return nx_fail_prefix(err, "matmul");
 
     /* large batches: the register-blocked GEMM (gemm.h); it reads activations in the weight's
      * vec-dot type (never a prepared layout) */
-    const nx_gemm_ops *gemm = T >= NX_GEMM_MIN_T ? nx_gemm_ops_for(w->type, nx_cpu_isa()) : NULL;
+    const nx_gemm_ops *gemm = T >= NX_GEMM_MIN_T ? nx_gemm_ops_for(w->type, isa) : NULL;
     const size_t gemm_bytes = gemm ? nx_gemm_scratch_bytes(gemm, w->in, T, nx_pool_size(pool)) : 0;
     if (gemm) {
         const nx_type act = nx_type_get(w->type)->vec_dot_type;

@@ -33,6 +33,10 @@ typedef struct nx_matmul_scratch {
 bool nx_weight_init(nx_weight *w, const void *data, uint32_t type, int64_t in, int64_t out, nx_err *err);
 bool nx_matmul(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w,
                const float *x, int64_t T, float *y, nx_err *err);
+/* nx_matmul with the kernels of level isa (at most nx_cpu_isa(): a higher one is lowered to it):
+ * for tests and benchmarks that compare levels in one process (nx_matmul uses nx_cpu_isa()). */
+bool nx_matmul_isa(nx_pool *pool, nx_matmul_scratch *scratch, const nx_weight *w, const float *x, int64_t T, float *y,
+                   nx_isa isa, nx_err *err);
 void nx_matmul_scratch_free(nx_matmul_scratch *s);
 
 #endif

@@ -90,7 +90,7 @@ static bool same_rows(const nx_mm_group *a, const nx_dot_plan *pa, const nx_mm_g
 }
 
 /* nx_matmul for one group whose rows may be picked by index (gathered into s->xf first). */
-static bool one_group(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group *g, nx_err *err) {
+static bool one_group(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group *g, nx_isa isa, nx_err *err) {
     const float *x = g->x;
     if (g->rows || g->x_stride != g->w.in) {
         const size_t bytes = (size_t)g->T * (size_t)g->w.in * sizeof(float);
@@ -103,7 +103,7 @@ static bool one_group(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group 
         for (int64_t r = 0; r < g->T; r++) memcpy(s->xf + r * g->w.in, group_row(g, r), (size_t)g->w.in * sizeof(float));
         x = s->xf;
     }
-    return nx_matmul(pool, &s->mm, &g->w, x, g->T, g->y, err);
+    return nx_matmul_isa(pool, &s->mm, &g->w, x, g->T, g->y, isa, err);
 }
 
 typedef struct pass {
@@ -162,7 +162,12 @@ static void dot_units(void *p, int64_t begin, int64_t end) {
 }
 
 bool nx_matmul_groups(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group *g, int n, nx_err *err) {
-    const nx_isa isa = nx_cpu_isa();
+    return nx_matmul_groups_isa(pool, s, g, n, nx_cpu_isa(), err);
+}
+
+bool nx_matmul_groups_isa(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group *g, int n, nx_isa isa,
+                          nx_err *err) {
+    if (isa > nx_cpu_isa()) isa = nx_cpu_isa();
     int n_small = 0;
     int64_t rows = 0;
     /* groups for nx_matmul first (they use the scratch one after the other) */
@@ -171,7 +176,7 @@ bool nx_matmul_groups(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group 
         const bool f32_kernel = g[i].w.type == NX_TYPE_F32 && isa >= NX_ISA_AVX512;
         const bool gemm = g[i].T >= NX_GEMM_MIN_T && nx_gemm_ops_for(g[i].w.type, isa) != NULL;
         if (f32_kernel || gemm) {
-            if (!one_group(pool, s, &g[i], err)) return false;
+            if (!one_group(pool, s, &g[i], isa, err)) return false;
         } else {
             n_small++;
             rows += g[i].T;

@@ -39,6 +39,9 @@ typedef struct nx_mm_groups_scratch {
 } nx_mm_groups_scratch;
 
 bool nx_matmul_groups(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group *g, int n, nx_err *err);
+/* ... with the kernels of level isa (at most nx_cpu_isa()), as nx_matmul_isa. */
+bool nx_matmul_groups_isa(nx_pool *pool, nx_mm_groups_scratch *s, const nx_mm_group *g, int n, nx_isa isa,
+                          nx_err *err);
 void nx_mm_groups_scratch_free(nx_mm_groups_scratch *s);
 size_t nx_mm_groups_scratch_bytes(const nx_mm_groups_scratch *s);
 

@@ -1,4 +1,4 @@
-/* quant.c - the type-traits table, type names, row sizes, CPU ISA detection and kernel dispatch.
+/* quant.c - the type-traits table, type names, row sizes and kernel dispatch.
  *
  * One row per format.  Rows with only name/block_size/type_size ("size-only") describe formats
  * GGUF files may contain that the engine can list and skip but not compute with: their
@@ -7,20 +7,45 @@
  */
 #include "quant/quant_impl.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#ifdef NX_HAVE_X86_KERNELS
-#include <cpuid.h>
-#endif
+#include "gguf/gguf_types.h"
+
+/* The compute table takes name, block size and bytes per block from gguf_types.h; the block
+ * structs and block sizes the kernels use must match them. */
+#define LAYOUT(T) .name = NX_GGUF_NAME(T), .block_size = NX_GGUF_BLOCK(T), .type_size = NX_GGUF_BYTES(T)
+#define SAME_LAYOUT(T, block, bytes)                                                                 \
+    _Static_assert(NX_GGUF_ID(T) == NX_TYPE_##T && NX_GGUF_BLOCK(T) == (block) && NX_GGUF_BYTES(T) == (bytes), \
+                   #T " differs from gguf_types.h")
+SAME_LAYOUT(F32, 1, sizeof(float));
+SAME_LAYOUT(F16, 1, sizeof(uint16_t));
+SAME_LAYOUT(BF16, 1, sizeof(uint16_t));
+SAME_LAYOUT(Q4_0, NX_QK, sizeof(nx_block_q4_0));
+SAME_LAYOUT(Q4_1, NX_QK, sizeof(nx_block_q4_1));
+SAME_LAYOUT(Q5_0, NX_QK, sizeof(nx_block_q5_0));
+SAME_LAYOUT(Q5_1, NX_QK, sizeof(nx_block_q5_1));
+SAME_LAYOUT(Q8_0, NX_QK, sizeof(nx_block_q8_0));
+SAME_LAYOUT(Q4_K, NX_QK_K, sizeof(nx_block_q4_K));
+SAME_LAYOUT(Q5_K, NX_QK_K, sizeof(nx_block_q5_K));
+SAME_LAYOUT(Q6_K, NX_QK_K, sizeof(nx_block_q6_K));
+SAME_LAYOUT(Q8_1, NX_QK, sizeof(nx_block_q8_1));
+SAME_LAYOUT(Q8_K, NX_QK_K, sizeof(nx_block_q8_K));
+SAME_LAYOUT(Q2_K, NX_QK_K, sizeof(nx_block_q2_K));
+SAME_LAYOUT(Q3_K, NX_QK_K, sizeof(nx_block_q3_K));
+SAME_LAYOUT(IQ4_NL, NX_QK, sizeof(nx_block_iq4_nl));
+SAME_LAYOUT(IQ4_XS, NX_QK_K, sizeof(nx_block_iq4_xs));
+SAME_LAYOUT(I8, 1, 1);
+SAME_LAYOUT(I16, 1, 2);
+SAME_LAYOUT(I32, 1, 4);
+SAME_LAYOUT(I64, 1, 8);
+SAME_LAYOUT(F64, 1, 8);
 
 static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     [NX_TYPE_F32] = {
-        .name = "f32", .block_size = 1, .type_size = sizeof(float), .is_quantized = false,
+        LAYOUT(F32), .is_quantized = false,
         .to_float = nx_to_float_f32, .from_float = nx_from_float_f32,
         .vec_dot_type = NX_TYPE_F32,
         .vec_dot = {
@@ -32,7 +57,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_F16] = {
-        .name = "f16", .block_size = 1, .type_size = sizeof(uint16_t), .is_quantized = false,
+        LAYOUT(F16), .is_quantized = false,
         .to_float = nx_to_float_f16, .from_float = nx_from_float_f16,
         .vec_dot_type = NX_TYPE_F16,
         .vec_dot = {
@@ -44,7 +69,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_BF16] = {
-        .name = "bf16", .block_size = 1, .type_size = sizeof(uint16_t), .is_quantized = false,
+        LAYOUT(BF16), .is_quantized = false,
         .to_float = nx_to_float_bf16, .from_float = nx_from_float_bf16,
         .vec_dot_type = NX_TYPE_BF16,
         .vec_dot = {
@@ -56,7 +81,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_Q4_0] = {
-        .name = "q4_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q4_0), .is_quantized = true,
+        LAYOUT(Q4_0), .is_quantized = true,
         .to_float = nx_to_float_q4_0, .from_float = nx_from_float_q4_0, .from_float_w = nx_from_float_w_q4_0,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
@@ -68,7 +93,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_Q4_1] = {
-        .name = "q4_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q4_1), .is_quantized = true,
+        LAYOUT(Q4_1), .is_quantized = true,
         .to_float = nx_to_float_q4_1, .from_float = nx_from_float_q4_1, .from_float_w = nx_from_float_w_q4_1,
         .vec_dot_type = NX_TYPE_Q8_1,
         .vec_dot = {
@@ -80,7 +105,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_Q5_0] = {
-        .name = "q5_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q5_0), .is_quantized = true,
+        LAYOUT(Q5_0), .is_quantized = true,
         .to_float = nx_to_float_q5_0, .from_float = nx_from_float_q5_0, .from_float_w = nx_from_float_w_q5_0,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
@@ -92,7 +117,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_Q5_1] = {
-        .name = "q5_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q5_1), .is_quantized = true,
+        LAYOUT(Q5_1), .is_quantized = true,
         .to_float = nx_to_float_q5_1, .from_float = nx_from_float_q5_1, .from_float_w = nx_from_float_w_q5_1,
         .vec_dot_type = NX_TYPE_Q8_1,
         .vec_dot = {
@@ -104,7 +129,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_Q8_0] = {
-        .name = "q8_0", .block_size = NX_QK, .type_size = sizeof(nx_block_q8_0), .is_quantized = true,
+        LAYOUT(Q8_0), .is_quantized = true,
         .to_float = nx_to_float_q8_0, .from_float = nx_from_float_q8_0,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
@@ -125,7 +150,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #endif
     },
     [NX_TYPE_Q4_K] = {
-        .name = "q4_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q4_K), .is_quantized = true,
+        LAYOUT(Q4_K), .is_quantized = true,
         .to_float = nx_to_float_q4_K, .from_float = nx_from_float_q4_K, .from_float_w = nx_from_float_w_q4_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
@@ -144,7 +169,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #endif
     },
     [NX_TYPE_Q5_K] = {
-        .name = "q5_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q5_K), .is_quantized = true,
+        LAYOUT(Q5_K), .is_quantized = true,
         .to_float = nx_to_float_q5_K, .from_float = nx_from_float_q5_K, .from_float_w = nx_from_float_w_q5_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
@@ -163,7 +188,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #endif
     },
     [NX_TYPE_Q6_K] = {
-        .name = "q6_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q6_K), .is_quantized = true,
+        LAYOUT(Q6_K), .is_quantized = true,
         .to_float = nx_to_float_q6_K, .from_float = nx_from_float_q6_K, .from_float_w = nx_from_float_w_q6_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
@@ -183,17 +208,17 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     /* activation-only formats (the vec-dot types of others): convertible, no dot of their own */
     [NX_TYPE_Q8_1] = {
-        .name = "q8_1", .block_size = NX_QK, .type_size = sizeof(nx_block_q8_1), .is_quantized = true,
+        LAYOUT(Q8_1), .is_quantized = true,
         .to_float = nx_to_float_q8_1, .from_float = nx_from_float_q8_1,
         .vec_dot_type = NX_TYPE_Q8_1,
     },
     [NX_TYPE_Q8_K] = {
-        .name = "q8_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q8_K), .is_quantized = true,
+        LAYOUT(Q8_K), .is_quantized = true,
         .to_float = nx_to_float_q8_K, .from_float = nx_from_float_q8_K,
         .vec_dot_type = NX_TYPE_Q8_K,
     },
     [NX_TYPE_Q2_K] = {
-        .name = "q2_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q2_K), .is_quantized = true,
+        LAYOUT(Q2_K), .is_quantized = true,
         .to_float = nx_to_float_q2_K, .from_float = nx_from_float_q2_K, .from_float_w = nx_from_float_w_q2_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
@@ -208,7 +233,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #endif
     },
     [NX_TYPE_Q3_K] = {
-        .name = "q3_K", .block_size = NX_QK_K, .type_size = sizeof(nx_block_q3_K), .is_quantized = true,
+        LAYOUT(Q3_K), .is_quantized = true,
         .to_float = nx_to_float_q3_K, .from_float = nx_from_float_q3_K, .from_float_w = nx_from_float_w_q3_K,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
@@ -223,7 +248,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
 #endif
     },
     [NX_TYPE_IQ4_NL] = {
-        .name = "iq4_nl", .block_size = NX_QK, .type_size = sizeof(nx_block_iq4_nl), .is_quantized = true,
+        LAYOUT(IQ4_NL), .is_quantized = true,
         .to_float = nx_to_float_iq4_nl, .from_float = nx_from_float_iq4_nl, .from_float_w = nx_from_float_w_iq4_nl,
         .vec_dot_type = NX_TYPE_Q8_0,
         .vec_dot = {
@@ -235,7 +260,7 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
         },
     },
     [NX_TYPE_IQ4_XS] = {
-        .name = "iq4_xs", .block_size = NX_QK_K, .type_size = sizeof(nx_block_iq4_xs), .is_quantized = true,
+        LAYOUT(IQ4_XS), .is_quantized = true,
         .to_float = nx_to_float_iq4_xs, .from_float = nx_from_float_iq4_xs, .from_float_w = nx_from_float_w_iq4_xs,
         .vec_dot_type = NX_TYPE_Q8_K,
         .vec_dot = {
@@ -251,23 +276,23 @@ static const nx_type_traits type_table[NX_TYPE_COUNT] = {
     },
     /* size-only rows: GGUF files with these can be listed, not computed with */
     [NX_TYPE_I8] = {
-        .name = "i8", .block_size = 1, .type_size = 1, .is_quantized = false,
+        LAYOUT(I8), .is_quantized = false,
         .vec_dot_type = NX_TYPE_I8,
     },
     [NX_TYPE_I16] = {
-        .name = "i16", .block_size = 1, .type_size = 2, .is_quantized = false,
+        LAYOUT(I16), .is_quantized = false,
         .vec_dot_type = NX_TYPE_I16,
     },
     [NX_TYPE_I32] = {
-        .name = "i32", .block_size = 1, .type_size = 4, .is_quantized = false,
+        LAYOUT(I32), .is_quantized = false,
         .vec_dot_type = NX_TYPE_I32,
     },
     [NX_TYPE_I64] = {
-        .name = "i64", .block_size = 1, .type_size = 8, .is_quantized = false,
+        LAYOUT(I64), .is_quantized = false,
         .vec_dot_type = NX_TYPE_I64,
     },
     [NX_TYPE_F64] = {
-        .name = "f64", .block_size = 1, .type_size = 8, .is_quantized = false,
+        LAYOUT(F64), .is_quantized = false,
         .vec_dot_type = NX_TYPE_F64,
     },
 };
@@ -308,78 +333,6 @@ bool nx_row_size(uint32_t type, int64_t n, size_t *out, nx_err *err) {
         return nx_fail(err, "row of %lld %s elements is too large", (long long)n, t->name);
     *out = (size_t)bytes;
     return true;
-}
-
-/* ---- CPU features ------------------------------------------------------------------------ */
-
-#ifdef NX_HAVE_X86_KERNELS
-/* F16C and BMI2 straight from CPUID: clang 14's __builtin_cpu_supports() does not know them. */
-static bool cpu_has_f16c_bmi2(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return false;     /* CPUID.1:ECX.F16C */
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 8))) return false; /* CPUID.7.0:EBX.BMI2 */
-    return true;
-}
-#endif
-
-static nx_isa detect_isa(void) {
-#ifdef NX_HAVE_X86_KERNELS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
-        return NX_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi2())
-        return NX_ISA_AVX2;
-#endif
-    return NX_ISA_SCALAR;
-}
-
-/* The level is fixed once per process, at the first call: CPUID (slow, a hypervisor trap on
- * VMs), lowered by the NX_ISA environment variable when it names a lower level (A/B benchmarks;
- * other values are ignored).  Afterwards nx_cpu_isa() is one relaxed load; only
- * nx_cpu_set_isa() changes it. */
-static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
-static nx_isa hw_isa = NX_ISA_SCALAR;
-static _Atomic int cur_isa = NX_ISA_SCALAR;
-
-static void init_isa(void) {
-    hw_isa = detect_isa();
-    nx_isa isa = hw_isa, env;
-    const char *s = getenv("NX_ISA");
-    if (s && nx_isa_from_name(s, &env) && env < isa) isa = env;
-    atomic_store_explicit(&cur_isa, (int)isa, memory_order_relaxed);
-}
-
-nx_isa nx_cpu_isa(void) {
-    pthread_once(&isa_once, init_isa);
-    return (nx_isa)atomic_load_explicit(&cur_isa, memory_order_relaxed);
-}
-
-nx_isa nx_cpu_set_isa(nx_isa isa) {
-    pthread_once(&isa_once, init_isa);
-    const nx_isa level = isa < hw_isa ? isa : hw_isa;
-    atomic_store_explicit(&cur_isa, (int)level, memory_order_relaxed);
-    return level;
-}
-
-bool nx_isa_from_name(const char *name, nx_isa *out) {
-    for (int i = 0; i < NX_ISA_COUNT; i++)
-        if (strcasecmp(name, nx_isa_name((nx_isa)i)) == 0) {
-            *out = (nx_isa)i;
-            return true;
-        }
-    return false;
-}
-
-const char *nx_isa_name(nx_isa isa) {
-    switch (isa) {
-    case NX_ISA_SCALAR: return "scalar";
-    case NX_ISA_AVX2: return "avx2";
-    case NX_ISA_AVX512: return "avx512";
-    default: return "unknown";
-    }
 }
 
 bool nx_dot_plan_for(uint32_t type, nx_isa isa, int64_t n, nx_dot_plan *plan, nx_err *err) {

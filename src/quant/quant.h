@@ -13,6 +13,7 @@
 #define NX_QUANT_H
 
 #include "base/common.h"
+#include "base/cpu.h" /* nx_isa: the kernels per level */
 
 typedef enum nx_type {
     NX_TYPE_F32 = 0, NX_TYPE_F16 = 1, NX_TYPE_Q4_0 = 2, NX_TYPE_Q4_1 = 3,
@@ -23,9 +24,6 @@ typedef enum nx_type {
     NX_TYPE_BF16 = 30,
     NX_TYPE_COUNT = 40 /* ids below this may be described; unknown ids have a NULL name */
 } nx_type;
-
-/* Instruction-set levels; the one in use is fixed at the first nx_cpu_isa() call. */
-typedef enum nx_isa { NX_ISA_SCALAR = 0, NX_ISA_AVX2 = 1, NX_ISA_AVX512 = 2, NX_ISA_COUNT } nx_isa;
 
 /* out[r] = dot(w_row, x + r * x_stride_bytes) for r in [0, nrows); n = elements per row
  * (multiple of the block size); w_row in this type, x rows in the vec-dot type. */
@@ -87,15 +85,6 @@ bool nx_type_from_name(const char *name, nx_type *out); /* case-insensitive: "q4
 /* Bytes of a row of n elements; fails if n is not a multiple of the block size. */
 bool nx_row_size(uint32_t type, int64_t n, size_t *out, nx_err *err);
 
-/* The level the kernels use: the best this CPU supports, lowered by the NX_ISA environment
- * variable (scalar|avx2|avx512) if set when this is first called; read once per process. */
-nx_isa nx_cpu_isa(void);
-/* Tests and benchmarks: makes nx_cpu_isa() return min(isa, the CPU's best) from now on and
- * returns that level.  Not while kernels run on other threads (contexts cache the level when
- * created). */
-nx_isa nx_cpu_set_isa(nx_isa isa);
-const char *nx_isa_name(nx_isa isa);
-bool nx_isa_from_name(const char *name, nx_isa *out); /* case-insensitive; false if unknown */
 /* The dot kernel actually used for `type` at `isa` (falls back to lower ISAs). */
 nx_vec_dot_fn nx_vec_dot_for(uint32_t type, nx_isa isa);
 

@@ -8,7 +8,7 @@
 
 #include "nextn_internal.h"
 #include "server/srv_json.h"
-#include "server/srv_native.h"
+#include "server/srv_params.h"
 #include "server/srv_tools.h"
 
 /* ---- request fields ---------------------------------------------------------------------- */
@@ -876,6 +876,23 @@ static cJSON *str_n(const char *s, size_t n) {
     free(tmp);
     return v;
 }
+
+/* A token's text (control tokens rendered), its bytes, and the text cut to whole UTF-8
+ * characters (llama-server's "token" drops a cut-off character's bytes; "bytes" keeps them). */
+void nx_srv_token_fields(cJSON *o, const nextn_tokenizer *tok, int32_t id) {
+    char buf[256];
+    size_t n = 0;
+    nextn_error e;
+    if (!nextn_detokenize(tok, &id, 1, true, buf, sizeof buf, &n, &e)) n = 0;
+    cJSON_AddNumberToObject(o, "id", id);
+    cJSON *text = str_n(buf, nx_utf8_valid_prefix(buf, n));
+    cJSON_AddItemToObject(o, "token", text ? text : cJSON_CreateNull());
+    cJSON *bytes = cJSON_AddArrayToObject(o, "bytes");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+}
+
+/* a log-probability as JSON: -inf has no JSON form, llama-server writes the lowest float */
+double nx_srv_logprob_value(float lp) { return isinf(lp) && lp < 0 ? -3.4028234663852886e38 : (double)lp; }
 
 void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]) {
     const char *dash = strchr(r->id, '-');

@@ -106,6 +106,11 @@ void nx_srv_call_id(const nx_srv_req *r, int k, char out[64]);
 /* finish_reason of a finished reply with n_calls tool calls: "tool_calls" where it stopped on
  * its own after calls, else the engine's reason. */
 const char *nx_srv_finish_reason(const nx_srv_req *r, int n_calls);
+/* A token's "id", "token" (its text cut to whole UTF-8 characters, control tokens rendered) and
+ * "bytes" (all of its bytes), as llama-server writes them. */
+void nx_srv_token_fields(cJSON *o, const nextn_tokenizer *tok, int32_t id);
+/* A log-probability for JSON: -inf (no JSON form) becomes the lowest float, as in llama-server. */
+double nx_srv_logprob_value(float lp);
 /* llama.cpp's "timings" object of a finished request. */
 cJSON *nx_srv_timings_json(const nx_srv_req *r);
 /* ... of a request's n choices: prompt and generated token counts (and drafts) summed, cache_n,

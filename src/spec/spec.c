@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NX_SPEC_MAX_DRAFT 16  /* draft_max limit (snapshot slots cost memory per slot) */
 #define MIRROR_CAP 64         /* backlog rows kept while not drafting (older ones are dropped) */
 #define RESEED_ROWS 16        /* rows a stale MTP cache is re-seeded with */
 #define PREFILL_CHUNK 512
@@ -1031,6 +1030,8 @@ bool nx_spec_step(nx_spec *s, const int32_t *max_out, int32_t *out, int32_t *n_o
         s->st.emitted += n_out[i];
     }
     s->st.t_accept += nx_time_s() - t1;
+    nx_err inv;
+    NX_ASSERT(nx_spec_check(s, &inv), "%s", inv.msg);
     return true;
 }
 

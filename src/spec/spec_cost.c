@@ -5,7 +5,7 @@
 
 void nx_spec_acc_add(nx_spec_acc *a, int32_t n_draft, int32_t k, double decay) {
     if (n_draft <= 0) return;
-    if (n_draft > NX_SPEC_COST_MAX_DRAFT) n_draft = NX_SPEC_COST_MAX_DRAFT;
+    if (n_draft > NX_SPEC_MAX_DRAFT) n_draft = NX_SPEC_MAX_DRAFT;
     if (k > n_draft) k = n_draft;
     const int32_t reached = k < n_draft ? k + 1 : n_draft;
     for (int32_t j = 0; j < reached; j++) {
@@ -16,7 +16,7 @@ void nx_spec_acc_add(nx_spec_acc *a, int32_t n_draft, int32_t k, double decay) {
 
 double nx_spec_acc_pooled(const nx_spec_acc *a, double p, double w) {
     double s = 0.0, t = 0.0;
-    for (int32_t j = 0; j < NX_SPEC_COST_MAX_DRAFT; j++) {
+    for (int32_t j = 0; j < NX_SPEC_MAX_DRAFT; j++) {
         s += a->succ[j];
         t += a->trials[j];
     }
@@ -24,7 +24,7 @@ double nx_spec_acc_pooled(const nx_spec_acc *a, double p, double w) {
 }
 
 void nx_spec_acc_rates(const nx_spec_acc *a, double prior, double w, double opt, int32_t n, double *rates) {
-    for (int32_t j = 0; j < n && j < NX_SPEC_COST_MAX_DRAFT; j++)
+    for (int32_t j = 0; j < n && j < NX_SPEC_MAX_DRAFT; j++)
         rates[j] = (a->succ[j] + w * prior + opt) / (a->trials[j] + w + opt);
 }
 

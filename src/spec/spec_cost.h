@@ -25,12 +25,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NX_SPEC_COST_MAX_DRAFT 16
+/* Draft tokens per step at most (draft_max's limit; snapshot slots cost memory per slot): the
+ * driver's draft buffer and the cost model's per-position counts. */
+#define NX_SPEC_MAX_DRAFT 16
 
 /* Decayed acceptance counts of one sequence, per draft position (0-based j = draft j + 1). */
 typedef struct nx_spec_acc {
-    double succ[NX_SPEC_COST_MAX_DRAFT];   /* drafts at position j accepted */
-    double trials[NX_SPEC_COST_MAX_DRAFT]; /* drafts at position j verified with 1..j-1 accepted */
+    double succ[NX_SPEC_MAX_DRAFT];   /* drafts at position j accepted */
+    double trials[NX_SPEC_MAX_DRAFT]; /* drafts at position j verified with 1..j-1 accepted */
 } nx_spec_acc;
 
 /* Records a verified step: n_draft drafts, the first k accepted (k <= n_draft).  The counts of
@@ -54,7 +56,7 @@ typedef struct nx_spec_plan_in {
     int32_t n_seq;          /* sequences in the step (>= 1) */
     const int32_t *cap;     /* [n_seq] most drafts sequence i may take (0 = none) */
     const double *rates;    /* [n_seq * stride]: rates[i * stride + j] = a_i,j+1 in [0, 1] */
-    int32_t stride;         /* >= max cap, <= NX_SPEC_COST_MAX_DRAFT */
+    int32_t stride;         /* >= max cap, <= NX_SPEC_MAX_DRAFT */
     double t_pass0;         /* cost of the first draft pass (> 0) */
     double t_pass;          /* cost of each further pass (> 0) */
     const double *verify;   /* verify[r] = cost of a verify of r rows, r = 1 .. max_rows */
