@@ -116,6 +116,8 @@ if (mode === "proto") {
     ["response_format json_object (unsupported)", "POST", C, { body: chat({ response_format: { type: "json_object" } }) }, 400, "invalid_request_error", /'response_format'/],
     ["tool_choice required without tools", "POST", C, { body: chat({ tool_choice: "required" }) }, 400, "invalid_request_error", /'tool_choice'/],
     ["tool_choice naming an unknown tool", "POST", C, { body: chat({ tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } }) }, 400, "invalid_request_error", /'tool_choice'.*'g'/],
+    ["stop strings over 512 KiB together", "POST", P, { body: cmpl({ stop: Array.from({ length: 16 }, (_, i) => "s".repeat(32768) + i) }) }, 400, "invalid_request_error", /'stop'.*524288 bytes/],
+    ["17 stop strings", "POST", P, { body: cmpl({ stop: Array.from({ length: 17 }, (_, i) => "s" + i) }) }, 400, "invalid_request_error", /'stop' has more than 16/],
     ["an unknown parameter", "POST", P, { body: cmpl({ frobnicate: 1 }) }, 400, "invalid_request_error", /'frobnicate'/],
     ["a chat parameter on completions", "POST", P, { body: cmpl({ messages: [] }) }, 400, "invalid_request_error", /'messages'/],
     ["an unknown model", "POST", P, { body: cmpl({ model: "gpt-4" }) }, 404, "not_found_error", /'model'.*gpt-4/],

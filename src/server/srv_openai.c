@@ -56,16 +56,7 @@ static bool get_bool(const cJSON *o, const char *key, bool *out, int *status, nx
 
 static bool add_stop(nx_srv_req *r, const cJSON *v, int *status, nx_err *err) {
     if (!cJSON_IsString(v)) return bad(status, 400, err, "'%s' must be a string or an array of strings", "stop");
-    if (!v->valuestring[0]) return true; /* an empty stop string never matches usefully: ignore */
-    if (r->n_stop >= NX_SRV_MAX_STOP) {
-        *status = 400;
-        return nx_fail(err, "'stop' has more than %d strings", NX_SRV_MAX_STOP);
-    }
-    if (!(r->stop[r->n_stop] = strdup(v->valuestring))) return bad(status, 500, err, "out of memory (%s)", "stop");
-    const size_t l = strlen(v->valuestring);
-    if (l > r->stop_max_len) r->stop_max_len = l;
-    r->n_stop++;
-    return true;
+    return nx_srv_req_add_stop(r, v->valuestring, false, NX_SRV_MAX_STOP, status, err);
 }
 
 static bool parse_stop(const cJSON *o, nx_srv_req *r, int *status, nx_err *err) {
@@ -414,12 +405,8 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
     }
     if (ok && mode != TOOLS_NONE) {
         if (!tools->parallel) { /* one call at most: the reply ends with the first call's closing tag */
-            if (r->n_stop >= NX_SRV_MAX_STOP || !(r->stop[r->n_stop] = strdup("</tool_call>"))) {
-                ok = bad(status, 400, err, "'%s' has too many strings to add the end of a tool call", "stop");
-            } else {
-                r->stop_keep[r->n_stop++] = true;
-                if (r->stop_max_len < strlen("</tool_call>")) r->stop_max_len = strlen("</tool_call>");
-            }
+            ok = nx_srv_req_add_stop(r, "</tool_call>", true, NX_SRV_MAX_STOP + 1, status, err);
+            if (!ok) nx_fail_prefix(err, "no room to add the end of a tool call");
         }
         r->tools = tools;
         tools = NULL;
@@ -677,6 +664,7 @@ bool nx_srv_finish_request(nx_srv_req *r, int32_t max_tokens, const nx_srv_defau
     }
     const int32_t room = d->n_ctx - r->n_prompt;
     r->max_tokens = max_tokens < 0 || max_tokens > room ? room : max_tokens;
+    if (!nx_srv_req_stops_build(r, err)) return bad(status, 500, err, "out of memory (%s)", "stop");
     return true;
 }
 
