@@ -28,6 +28,8 @@ int cmd_serve(int argc, char **argv) {
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
     static const char *const spec_types[] = {"none", "mtp", NULL};
+    const char *allowed_host_v[NX_SERVER_MAX_HOSTS];
+    nx_arg_list allowed_hosts = {allowed_host_v, 0, NX_SERVER_MAX_HOSTS, false};
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--host", NULL, NX_ARG_STRING, &host, "ADDR", "address or host name to listen on: 127.0.0.1 (default), ::1, localhost (all its addresses), 0.0.0.0, ::", 0, 0, NULL, false},
@@ -46,6 +48,7 @@ int cmd_serve(int argc, char **argv) {
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "default sampling seed (default: from the clock)", 0, 0, NULL, false},
         {"--api-key", NULL, NX_ARG_STRING, &api_key, "KEY", "require Authorization: Bearer KEY on every endpoint but /health", 0, 0, NULL, false},
         {"--cors", NULL, NX_ARG_STRING, &cors, "ORIGINS", "let web pages from these origins call the API (comma-separated, e.g. https://app.example; * = any; localhost = any localhost origin); default: none", 0, 0, NULL, false},
+        {"--allowed-host", NULL, NX_ARG_LIST, &allowed_hosts, "NAME", "without --api-key, also accept requests whose Host header is NAME (repeatable; IP addresses, localhost and the --host name always are: DNS-rebinding protection)", 0, 0, NULL, false},
         {"--cors-origins", NULL, NX_ARG_STRING, &cors, "ORIGINS", "the same as --cors (llama-server's name)", 0, 0, NULL, false},
         {"--timeout", NULL, NX_ARG_INT, &timeout_s, "S", "close a connection idle this many seconds (keep-alive, slow upload; default 30)", 1, 86400, NULL, false},
         {"--alias", "-a", NX_ARG_STRING, &alias, "NAMES", "model names the API answers to, comma-separated; the first in sorted order is the id reported (default: the file name)", 0, 0, NULL, false},
@@ -144,6 +147,8 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 0; i < n_tags; i++) p.defaults.tags[i] = tag_list[i];
     p.defaults.n_aliases = n_aliases;
     p.defaults.n_tags = n_tags;
+    for (int i = 0; i < allowed_hosts.n; i++) p.allowed_hosts[i] = allowed_hosts.v[i];
+    p.n_allowed_hosts = allowed_hosts.n;
     char cors_buf[2048] = "";
     if (cors) {
         snprintf(cors_buf, sizeof cors_buf, "%s", cors);

@@ -5,6 +5,9 @@
 //   proto      BASE KEY          malformed-request table, protocol details (HEAD, 405 + Allow, auth
 //                                scheme, WWW-Authenticate, no CORS by default, idle keep-alive close)
 //   cors       BASE ORIGIN       --cors ORIGIN: only that origin is allowed, pre-flight included
+//   rebind     BASE              a key-less server run with --allowed-host good.example: Host names
+//                                other than IP addresses, localhost and allowed names get 403; a
+//                                POST a web page could send without pre-flight gets 415
 //   disconnect BASE              a non-streamed client that hangs up (running or queued) frees its place
 //   sigterm    BASE PID          SIGTERM with requests running, queued and streaming: each gets a
 //                                final error (503, same for streams) or completes
@@ -62,9 +65,9 @@ function raw(data, ms = 3000) {
 const json = (s) => { try { return JSON.parse(s); } catch { return null; } };
 
 // A request with the usual headers; body: object (JSON), string or Buffer (sent as is).
-function req(method, path, { body, headers = {}, ct = "application/json", key } = {}) {
+function req(method, path, { body, headers = {}, ct = "application/json", key, hostHdr = url.host } = {}) {
   const b = body === undefined ? Buffer.alloc(0) : Buffer.isBuffer(body) ? body : Buffer.from(typeof body === "string" ? body : JSON.stringify(body), "utf8");
-  let h = `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n`;
+  let h = `${method} ${path} HTTP/1.1\r\n${hostHdr === null ? "" : `Host: ${hostHdr}\r\n`}Connection: close\r\n`;
   if (key) h += `Authorization: Bearer ${key}\r\n`;
   if (ct && method === "POST") h += `Content-Type: ${ct}\r\n`;
   for (const [k, v] of Object.entries(headers)) h += `${k}: ${v}\r\n`;
@@ -203,6 +206,35 @@ if (mode === "cors") {
     /content-type/i.test(r.headers["access-control-allow-headers"] ?? "") && /authorization/i.test(r.headers["access-control-allow-headers"] ?? ""), [r.status, r.headers]);
   r = await req("GET", "/v1/nowhere", { headers: { Origin: origin } });
   check("--cors: errors carry the grant too (the page can read them)", r.status === 404 && r.headers["access-control-allow-origin"] === origin, r.headers);
+  process.exit(failed);
+}
+
+if (mode === "rebind") {
+  const P = "/v1/completions", E = "/slots/0?action=erase";
+  const body = { prompt: "x", max_tokens: 1 };
+  for (const [name, hostHdr, status] of [["a foreign host name", "evil.example:8080", 403], ["a foreign name, no port", "rebind.attacker.example", 403],
+    ["an allowed name (--allowed-host, any case, any port)", "GOOD.example:1234", 200], ["the second allowed name", "other.example", 200],
+    ["localhost", "localhost:8080", 200], ["localhost.", "localhost.", 200], ["an IPv4 address", "10.1.2.3:80", 200],
+    ["a bracketed IPv6 address", "[::1]:9", 200], ["no Host header", null, 200], ["a name that only starts like localhost", "localhost.evil.example", 403]]) {
+    const r = await req("POST", P, { body, hostHdr });
+    const j = json(r.body);
+    check(`Host ${hostHdr}: ${status} (${name})`, r.status === status && (status !== 403 ||
+      (j?.error?.type === "permission_error" && /Host.*--allowed-host/.test(j.error.message))), [r.status, r.body.slice(0, 300)]);
+  }
+  let r = await req("GET", "/health", { hostHdr: "evil.example" });
+  check("Host check: /health (no key needed either) still answers", r.status === 200, r.status);
+  // "simple" cross-origin requests (no pre-flight) cannot change state
+  for (const [name, o, status] of [["empty text/plain POST", { ct: "text/plain" }, 415], ["empty POST without Content-Type", { ct: null }, 415],
+    ["empty form POST", { ct: "application/x-www-form-urlencoded" }, 415], ["text/plain body", { ct: "text/plain", body: "{}" }, 415],
+    ["empty POST with application/json", {}, 200], ["empty POST with X-Requested-With", { ct: null, headers: { "X-Requested-With": "x" } }, 200],
+    ["empty POST with Authorization", { ct: null, headers: { Authorization: "Bearer x" } }, 200]]) {
+    r = await req("POST", E, o);
+    const j = json(r.body);
+    check(`/slots erase, ${name}: ${status}`, r.status === status && (status !== 415 || /Content-Type: application\/json/.test(j?.error?.message ?? "")),
+      [r.status, r.body.slice(0, 300)]);
+  }
+  r = await req("POST", "/tokenize", { ct: "text/plain", body: '{"content":"x"}' });
+  check("/tokenize with a text/plain body: 415", r.status === 415, r.status);
   process.exit(failed);
 }
 

@@ -1305,6 +1305,50 @@ static bool json_content_type(struct MHD_Connection *c) {
     return next == '\0' || next == ';' || next == ' ';
 }
 
+/* DNS rebinding: without an API key, the Host header must name this server - an IP literal
+ * (a rebinding attack needs a host name it controls), "localhost", the --host name, or an
+ * allowed name; the port is ignored.  No Host header (HTTP/1.0 tools; browsers always send
+ * one) passes. */
+static bool host_allowed(const nx_server *s, struct MHD_Connection *c) {
+    if (s->p.api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!h) return true;
+    char name[256];
+    const size_t hl = strlen(h);
+    if (hl >= sizeof name) return false;
+    memcpy(name, h, hl + 1);
+    unsigned char addr[16];
+    if (name[0] == '[') { /* [v6]:port */
+        char *e = strchr(name, ']');
+        if (!e || (e[1] && e[1] != ':')) return false;
+        *e = '\0';
+        return inet_pton(AF_INET6, name + 1, addr) == 1;
+    }
+    if (inet_pton(AF_INET6, name, addr) == 1) return true; /* an IPv6 address without brackets */
+    char *colon = strchr(name, ':');
+    if (colon) {
+        if (strchr(colon + 1, ':')) return false;
+        *colon = '\0';
+    }
+    size_t nl = strlen(name);
+    if (nl && name[nl - 1] == '.') name[--nl] = '\0'; /* "localhost." */
+    if (inet_pton(AF_INET, name, addr) == 1 || strcasecmp(name, "localhost") == 0) return true;
+    if (s->p.host && strcasecmp(name, s->p.host) == 0) return true;
+    for (int i = 0; i < s->p.n_allowed_hosts; i++)
+        if (strcasecmp(name, s->p.allowed_hosts[i]) == 0) return true;
+    return false;
+}
+
+/* A state-changing request a web page could not send without a CORS pre-flight: an empty POST
+ * passes with Content-Type: application/json or a header no "simple" request may carry
+ * (Authorization, X-Api-Key, X-Requested-With). */
+static bool preflighted_empty_post(struct MHD_Connection *c) {
+    static const char *const hs[] = {MHD_HTTP_HEADER_AUTHORIZATION, "X-Api-Key", "X-Requested-With"};
+    for (size_t i = 0; i < NX_ARRAY_LEN(hs); i++)
+        if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, hs[i])) return true;
+    return false;
+}
+
 static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn, const char *url, const char *method) {
     const char *rest = "";
     const route *rt = find_route(url, &rest);
@@ -1321,6 +1365,15 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
                  "no endpoint %s (try /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics, /props, "
                  "/tokenize, /detokenize)", u);
         return reply_error(s, c, cn, 404, msg);
+    }
+    if (rt->auth && !host_allowed(s, c)) {
+        char msg[400], h[200];
+        const char *hv = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        log_escape(h, sizeof h, hv, strlen(hv));
+        snprintf(msg, sizeof msg,
+                 "Host '%s' does not name this server: without an API key only IP addresses, localhost and the "
+                 "server's own host name are accepted (server options --allowed-host, --api-key)", h);
+        return reply_error(s, c, cn, 403, msg);
     }
     char allow[64];
     allow_text(rt, allow, sizeof allow);
@@ -1360,6 +1413,10 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
         }
         if (cn->body.len > 0 && !json_content_type(c))
             return reply_error(s, c, cn, 415, "POST bodies must be JSON: send Content-Type: application/json");
+        if (cn->body.len == 0 && !json_content_type(c) && !preflighted_empty_post(c))
+            return reply_error(s, c, cn, 415,
+                               "a POST must send Content-Type: application/json (an empty one may send an "
+                               "Authorization or X-Api-Key header instead)");
     }
     return rt->fn(s, c, cn, rest);
 }
