@@ -54,7 +54,7 @@ int cmd_serve(int argc, char **argv) {
         {"--alias", "-a", NX_ARG_STRING, &alias, "NAMES", "model names the API answers to, comma-separated; the first in sorted order is the id reported (default: the file name)", 0, 0, NULL, false},
         {"--tags", NULL, NX_ARG_STRING, &tags, "TAGS", "model tags listed by /v1/models, comma-separated (informational)", 0, 0, NULL, false},
         {"--slot-save-path", NULL, NX_ARG_STRING, &slot_save_path, "DIR", "folder of slot files (POST /slots/{id}?action=save|restore); default: those actions off", 0, 0, NULL, false},
-        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml, chatml-plain)", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
         {"--no-webui", NULL, NX_ARG_FLAG, &no_webui, NULL, "no chat page at / (default: served)", 0, 0, NULL, false},
         {"--max-queue", NULL, NX_ARG_INT, &max_queue, "N", "requests waiting for a slot at most (default 64)", 1, 1 << 20, NULL, false},

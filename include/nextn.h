@@ -201,7 +201,7 @@ void nextn_stream_free(nextn_stream *s);
 /* ---- chat ----------------------------------------------------------------------------------- */
 
 /* Formats one user message followed by the assistant generation prompt (thinking on, the
- * template's default).  chat_format: NULL = recognise the model's tokenizer.chat_template
+ * template's default, when the model's template has <think>; none otherwise).  chat_format: NULL = recognise the model's tokenizer.chat_template
  * (Qwen ChatML); "chatml" = use ChatML whatever the file says.  Output as for nextn_detokenize
  * (buf == NULL only measures).  Fails with a clear error when the model has no usable template
  * and no format is forced. */

@@ -1104,7 +1104,7 @@ static enum MHD_Result handle_props(nx_server *s, struct MHD_Connection *c, conn
     cJSON_AddNumberToObject(nx, "n_batch", ep->n_batch);
     cJSON_AddNumberToObject(nx, "max_queue", ep->max_queue);
     cJSON_AddStringToObject(nx, "kv_type", ep->kv_type == NEXTN_KV_F32 ? "f32" : "f16");
-    cJSON_AddStringToObject(nx, "chat_format", s->p.defaults.chat_format == NX_CHAT_NONE ? "none" : "chatml");
+    cJSON_AddStringToObject(nx, "chat_format", nx_chat_format_name(s->p.defaults.chat_format));
     return reply_json(s, c, cn, 200, print_free(o));
 }
 

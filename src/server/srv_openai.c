@@ -325,6 +325,8 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
         if (!cJSON_IsObject(kw)) return bad(status, 400, err, "'%s' must be an object", "chat_template_kwargs");
         if (!get_bool(kw, "enable_thinking", thinking, status, err)) return false;
     }
+    /* a template without <think> (chatml-plain) renders no think block: the reply is content */
+    if (!nx_chat_format_thinks(d->chat_format)) *thinking = false;
     nx_srv_tools *tools = NULL;
     tool_mode mode;
     if (!parse_tool_choice(o, &tools, &mode, status, err)) {
