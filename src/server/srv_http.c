@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <math.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -1172,6 +1173,11 @@ static enum MHD_Result handle_tokenize(nx_server *s, struct MHD_Connection *c, c
         return reply_error(s, c, cn, 400, msg);
     }
     const size_t len = strlen(content->valuestring);
+    if (len > (size_t)INT32_MAX - 2) { /* the token count is an int32_t */
+        cJSON_Delete(o);
+        snprintf(msg, sizeof msg, "'content' is longer than %d bytes", INT32_MAX - 2);
+        return reply_error(s, c, cn, 400, msg);
+    }
     int32_t *ids = malloc((len + 2) * sizeof *ids), n = 0;
     nextn_error terr;
     pthread_mutex_lock(&s->tok_mu);
@@ -1191,9 +1197,15 @@ static enum MHD_Result handle_tokenize(nx_server *s, struct MHD_Connection *c, c
             cJSON_AddItemToArray(toks, cJSON_CreateNumber(ids[i]));
             continue;
         }
-        char piece[512];
+        char small[512], *piece = small;
         size_t pl = 0;
-        if (!nextn_detokenize(s->tok, &ids[i], 1, true, piece, sizeof piece - 1, &pl, &terr)) pl = 0;
+        /* measured first: a piece longer than the stack buffer is returned whole too */
+        if (!nextn_detokenize(s->tok, &ids[i], 1, true, NULL, 0, &pl, &terr)) pl = 0;
+        if (pl >= sizeof small && !(piece = malloc(pl + 1))) {
+            piece = small;
+            pl = 0;
+        }
+        if (pl && !nextn_detokenize(s->tok, &ids[i], 1, true, piece, pl + 1, &pl, &terr)) pl = 0;
         piece[pl] = '\0';
         cJSON *t = cJSON_CreateObject();
         cJSON_AddNumberToObject(t, "id", ids[i]);
@@ -1203,6 +1215,7 @@ static enum MHD_Result handle_tokenize(nx_server *s, struct MHD_Connection *c, c
             cJSON *bytes = cJSON_AddArrayToObject(t, "piece");
             for (size_t k = 0; k < pl; k++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[k]));
         }
+        if (piece != small) free(piece);
         cJSON_AddItemToArray(toks, t);
     }
     free(ids);
@@ -1230,8 +1243,9 @@ static enum MHD_Result handle_detokenize(nx_server *s, struct MHD_Connection *c,
     }
     int i = 0;
     cJSON_ArrayForEach(it, toks) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble || it->valuedouble < 0 ||
-            it->valuedouble >= s->p.defaults.n_vocab) {
+        /* range first: converting a double outside int64's range is undefined */
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < s->p.defaults.n_vocab) ||
+            it->valuedouble != floor(it->valuedouble)) {
             char msg[160];
             snprintf(msg, sizeof msg, "'tokens'[%d] is not a token id in [0, %d)", i, s->p.defaults.n_vocab);
             free(ids);
