@@ -29,7 +29,7 @@ run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
 } >"$tmp/expect.json"
 
 replica() { # log, port -> starts a replica, sets $url and $pid
-  "$NEXTN" serve -m "$model" --port "$2" -np 1 -c 256 -t 1 >/dev/null 2>"$1" &
+  "$NEXTN" serve -m "$model" --port "$2" -np 1 -c 256 -t 1 --allowed-host nextn >/dev/null 2>"$1" &
   pid=$!
   pids+=($pid)
   url=""
