@@ -153,7 +153,7 @@ bool chat_session_init(chat_session *cs, const char *cmd, nextn_model *model, co
     cs->sp = *sp;
     cs->n_ctx = n_ctx;
     cs->n_predict = n_predict;
-    cs->think = true;
+    cs->think = nx_chat_format_thinks(cs->fmt);
     cs->last.restored_pos = -1;
     return true;
 }

@@ -319,7 +319,9 @@ static bool command(chat_session *cs, const char *line) {
             fprintf(stderr, strcmp(arg, "-") ? "(system prompt set)\n" : "(system prompt removed)\n");
         }
     } else if (IS("think")) {
-        if (!strcmp(arg, "on")) cs->think = true;
+        if (!strcmp(arg, "on") && !nx_chat_format_thinks(cs->fmt))
+            fprintf(stderr, "the model's chat template has no thinking block (<think>)\n");
+        else if (!strcmp(arg, "on")) cs->think = true;
         else if (!strcmp(arg, "off")) cs->think = false;
         else if (*arg) fprintf(stderr, "/think takes on or off\n");
         fprintf(stderr, "(thinking %s)\n", cs->think ? "on" : "off");
@@ -357,13 +359,13 @@ int cmd_chat(int argc, char **argv) {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--system", NULL, NX_ARG_STRING, &system, "TEXT", "system prompt", 0, 0, NULL, false},
         {"--system-file", NULL, NX_ARG_STRING, &system_file, "FILE", "system prompt from a file", 0, 0, NULL, false},
-        {"--think", NULL, NX_ARG_FLAG, &think, NULL, "thinking on: the model reasons in <think> before answering (default)", 0, 0, NULL, false},
+        {"--think", NULL, NX_ARG_FLAG, &think, NULL, "thinking on: the model reasons in <think> before answering (default when the model's chat template has <think>)", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "thinking off (an empty <think> block in the generation prompt)", 0, 0, NULL, false},
         {"--n-predict", "-n", NX_ARG_INT, &n_predict, "N", "reply tokens at most, -1 until end of generation or a full context (default -1)", -1, 1e9, NULL, false},
         {"--threads", "-t", NX_ARG_INT, &n_threads, "N", "threads (default: NEXTN_THREADS or all CPUs)", 1, 1024, NULL, false},
         {"--ctx-size", "-c", NX_ARG_INT, &n_ctx, "N", "context size in tokens: the whole conversation (default 4096)", 16, 1 << 24, NULL, false},
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
-        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "chat format instead of the model's template (chatml)", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "chat format instead of the model's template (chatml, chatml-plain)", 0, 0, NULL, false},
         NX_CLI_SAMPLER_ARGS(sp),
         NX_CLI_SAMPLER_SEQ_ARG(sampler_seq),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed, the same for every reply (default: from the clock)", 0, 0, NULL, false},
@@ -426,7 +428,13 @@ int cmd_chat(int argc, char **argv) {
         nx_cli_report(CMD, err.msg, NULL);
         goto done;
     }
-    cs.think = !no_think;
+    /* thinking follows the model's own template: one that never opens <think> cannot think */
+    if (think && !nx_chat_format_thinks(cs.fmt)) {
+        nx_cli_report(CMD, "--think: the model's chat template has no thinking block (<think>); its format is "
+                           "chatml-plain (--chat-format chatml forces Qwen3.5's)", NULL);
+        goto done;
+    }
+    cs.think = !no_think && nx_chat_format_thinks(cs.fmt);
 
     const bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
     const char *no_color = getenv("NO_COLOR");

@@ -45,7 +45,7 @@ int cmd_run(int argc, char **argv) {
         NX_CLI_SAMPLER_SEQ_ARG(sampler_seq),
         {"--seed", "-s", NX_ARG_U64, &seed, "N", "sampling seed (default: from the clock, printed)", 0, 0, NULL, false},
         {"--chat", NULL, NX_ARG_FLAG, &chat, NULL, "wrap the prompt as a user turn with the model's chat template", 0, 0, NULL, false},
-        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml); implies --chat", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml, chatml-plain); implies --chat", 0, 0, NULL, false},
         {"--ignore-eos", NULL, NX_ARG_FLAG, &ignore_eos, NULL, "do not stop at end-of-generation tokens", 0, 0, NULL, false},
         {"--no-display-prompt", NULL, NX_ARG_FLAG, &no_display_prompt, NULL, "do not echo the prompt", 0, 0, NULL, false},
         {"--print-ids", NULL, NX_ARG_FLAG, &print_ids, NULL, "print generated token ids instead of text", 0, 0, NULL, false},

@@ -31,6 +31,8 @@ int cmd_serve(int argc, char **argv) {
     nextn_sampler_params sp = nextn_sampler_default_params();
     nextn_spec_params spec = nextn_spec_default_params();
     static const char *const spec_types[] = {"none", "mtp", NULL};
+    const char *allowed_host_v[NX_SERVER_MAX_HOSTS];
+    nx_arg_list allowed_hosts = {allowed_host_v, 0, NX_SERVER_MAX_HOSTS, false};
     nx_arg args[] = {
         {"--model", "-m", NX_ARG_STRING, &model_path, "FILE", "model GGUF (required)", 0, 0, NULL, false},
         {"--host", NULL, NX_ARG_STRING, &host, "ADDR", "address or host name to listen on: 127.0.0.1 (default), ::1, localhost (all its addresses), 0.0.0.0, ::", 0, 0, NULL, false},
@@ -53,12 +55,13 @@ int cmd_serve(int argc, char **argv) {
         {"--strict-model-name", NULL, NX_ARG_FLAG, &strict_model, NULL, "a request's \"model\" must name this model or an alias: 404 otherwise (default: any name is answered by the one model)", 0, 0, NULL, false},
         {"--no-slots", NULL, NX_ARG_FLAG, &no_slots, NULL, "GET /slots answers 501 (default: served)", 0, 0, NULL, false},
         {"--cors", NULL, NX_ARG_STRING, &cors, "ORIGINS", "let web pages from these origins call the API (comma-separated, e.g. https://app.example; * = any; localhost = any localhost origin); default: none", 0, 0, NULL, false},
+        {"--allowed-host", NULL, NX_ARG_LIST, &allowed_hosts, "NAME", "without --api-key, also accept requests whose Host header is NAME (repeatable; IP addresses, localhost and the --host name always are: DNS-rebinding protection)", 0, 0, NULL, false},
         {"--cors-origins", NULL, NX_ARG_STRING, &cors, "ORIGINS", "the same as --cors (llama-server's name)", 0, 0, NULL, false},
         {"--timeout", NULL, NX_ARG_INT, &timeout_s, "S", "close a connection idle this many seconds (keep-alive, slow upload; default 30)", 1, 86400, NULL, false},
         {"--alias", "-a", NX_ARG_LIST, &alias_list, "NAMES", "model names, comma-separated or the option repeated; the first in sorted order is the id reported (default: the file name)", 0, 0, NULL, false},
         {"--tags", NULL, NX_ARG_STRING, &tags, "TAGS", "model tags listed by /v1/models, comma-separated (informational)", 0, 0, NULL, false},
         {"--slot-save-path", NULL, NX_ARG_STRING, &slot_save_path, "DIR", "folder of slot files (POST /slots/{id}?action=save|restore); default: those actions off", 0, 0, NULL, false},
-        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml)", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "force a chat format (chatml, chatml-plain)", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "chat: thinking off unless a request enables it", 0, 0, NULL, false},
         {"--no-webui", NULL, NX_ARG_FLAG, &no_webui, NULL, "no chat page at / (default: served)", 0, 0, NULL, false},
         {"--max-queue", NULL, NX_ARG_INT, &max_queue, "N", "requests waiting for a slot at most (default 64)", 1, 1 << 20, NULL, false},
@@ -163,6 +166,8 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 0; i < n_tags; i++) p.defaults.tags[i] = tag_list[i];
     p.defaults.n_aliases = n_aliases;
     p.defaults.n_tags = n_tags;
+    for (int i = 0; i < allowed_hosts.n; i++) p.allowed_hosts[i] = allowed_hosts.v[i];
+    p.n_allowed_hosts = allowed_hosts.n;
     char cors_buf[2048] = "";
     if (cors) {
         snprintf(cors_buf, sizeof cors_buf, "%s", cors);

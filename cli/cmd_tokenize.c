@@ -90,7 +90,7 @@ int cmd_tokenize(int argc, char **argv) {
         {"--roundtrip", NULL, NX_ARG_FLAG, &roundtrip, NULL, "check that decoding the tokens gives the text back (exit 1 if not)", 0, 0, NULL, false},
         {"--decode", NULL, NX_ARG_FLAG, &decode, NULL, "the arguments are token ids; print the text", 0, 0, NULL, false},
         {"--chat", NULL, NX_ARG_FLAG, &chat, NULL, "the text as a user turn + generation prompt in the model's chat format (prompt on stderr)", 0, 0, NULL, false},
-        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "use this chat format instead of the model's template (chatml)", 0, 0, NULL, false},
+        {"--chat-format", NULL, NX_ARG_STRING, &chat_format, "NAME", "use this chat format instead of the model's template (chatml, chatml-plain)", 0, 0, NULL, false},
         {"--system", NULL, NX_ARG_STRING, &system, "TEXT", "system prompt for --chat", 0, 0, NULL, false},
         {"--no-think", NULL, NX_ARG_FLAG, &no_think, NULL, "--chat with thinking off (<think>\\n\\n</think>\\n\\n after the prompt)", 0, 0, NULL, false},
     };

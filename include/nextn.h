@@ -203,10 +203,11 @@ void nextn_stream_free(nextn_stream *s);
 /* ---- chat ----------------------------------------------------------------------------------- */
 
 /* Formats one user message followed by the assistant generation prompt (thinking on, the
- * template's default).  chat_format: NULL = recognise the model's tokenizer.chat_template
- * (Qwen ChatML); "chatml" = use ChatML whatever the file says.  Output as for nextn_detokenize
- * (buf == NULL only measures).  Fails with a clear error when the model has no usable template
- * and no format is forced. */
+ * template's default, when the model's template has <think>; no think block otherwise).
+ * chat_format: NULL = recognise the model's tokenizer.chat_template (ChatML; chatml-plain when
+ * it has no <think>); "chatml" = use Qwen3.5's ChatML whatever the file says.  Output as for
+ * nextn_detokenize (buf == NULL only measures).  Fails with a clear error when the model has no
+ * usable template and no format is forced. */
 bool nextn_chat_format_user(const nextn_model *model, const char *chat_format, const char *user_text, char *buf,
                             size_t cap, size_t *len_out, nextn_error *err);
 

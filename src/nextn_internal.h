@@ -26,6 +26,7 @@
 #include "model/model.h"           /* nx_model, nx_hparams: info, mkmodel, spec-bench */
 #include "quant/quant.h"           /* type table, nx_cpu_isa: convert, quantize, mkmodel */
 #include "sample/sample.h"         /* nx_sampler: spec-bench (draft-step cost) */
+#include "sample/stop.h"           /* the stop-string automaton: server (stop strings) */
 #include "spec/draft_vocab.h"      /* frequency files: draft-vocab, spec-bench */
 #include "spec/mtp.h"              /* MTP head: mtp-extract, spec-bench */
 #include "spec/spec.h"             /* the speculative driver: spec-bench */

@@ -132,8 +132,11 @@ check("temperature 1, seed 5: equals nextn run --temp 1 --seed 5", a1.json?.choi
 check("same seed twice gives the same text, another seed another", a1.json.choices[0].text === a2.json.choices[0].text &&
   a1.json.choices[0].text !== a3.json.choices[0].text);
 
-// ---- chat: reasoning (thinking on) split from content as the template's think block says
+// ---- chat: reasoning (thinking on) split from content as the template's think block says; a
+// template without <think> (the demo model's, chatml-plain) has no reasoning: all is content
+const thinks = (await (await fetch(base + "/props", { headers: auth })).json()).nextn?.chat_format === "chatml";
 function split(t) {
+  if (!thinks) return { reasoning: undefined, content: t };
   const i = t.indexOf("</think>");
   if (i < 0) return { reasoning: t, content: "" };
   return { reasoning: t.slice(0, i).replace(/[ \n]+$/, ""), content: t.slice(i + 8).replace(/^\n+/, "") };
@@ -147,11 +150,12 @@ check("chat completion equals nextn run --chat (reasoning / content split)", r.s
   r.json.choices[0].message.reasoning_content === exp.reasoning && r.json.choices[0].message.content === exp.content,
   [r.json?.choices?.[0]?.message, exp]);
 r = await post("/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "text", text: c.user }] }], max_tokens: c.n, temperature: 0, ignore_eos: true });
-check("chat content as text parts gives the same answer", r.json?.choices[0].message.reasoning_content === exp.reasoning);
+check("chat content as text parts gives the same answer", r.json?.choices[0].message.reasoning_content === exp.reasoning &&
+  r.json.choices[0].message.content === exp.content);
 s = await stream("/v1/chat/completions", { messages: msgs, max_tokens: c.n, temperature: 0, ignore_eos: true });
 const deltas = s.events.filter((e) => e !== "[DONE]" && e.choices?.length).map((e) => e.choices[0].delta);
 check("streamed chat: role first, then deltas that add up to the same answer",
-  deltas[0].role === "assistant" && deltas.map((d) => d.reasoning_content ?? "").join("").replace(/[ \n]+$/, "") === exp.reasoning &&
+  deltas[0].role === "assistant" && deltas.map((d) => d.reasoning_content ?? "").join("").replace(/[ \n]+$/, "") === (exp.reasoning ?? "") &&
   deltas.map((d) => d.content ?? "").join("") === exp.content && s.events.at(-1) === "[DONE]", deltas.slice(0, 4));
 
 // ---- bad requests: clear errors, right status

@@ -190,7 +190,12 @@ if (phase === "main") {
 
   // ---- /apply-template, /infill, errors
   r = await post("/apply-template", { messages: [{ role: "user", content: "Who made the earth?" }] });
-  check("/apply-template: the ChatML prompt", r.json?.prompt === "<|im_start|>user\nWho made the earth?<|im_end|>\n<|im_start|>assistant\n<think>\n", r.json);
+  // the demo model's own template: '<|im_start|>' + role + '\n' + content + '<|im_end|>\n', then
+  // '<|im_start|>assistant\n' - no <think> (it cannot think), so neither has the prompt
+  check("/apply-template: the model's own ChatML prompt (no <think>)", r.json?.prompt === "<|im_start|>user\nWho made the earth?<|im_end|>\n<|im_start|>assistant\n", r.json);
+  r = await post("/v1/chat/completions", { messages: [{ role: "user", content: "Who made the earth?" }], max_tokens: 8, ...greedy });
+  check("chat on the demo model answers in content (its template cannot think: no reasoning_content)",
+    r.json?.choices?.[0]?.message?.content?.length > 0 && r.json.choices[0].message.reasoning_content === undefined, r.json);
   r = await post("/infill", { input_prefix: "def f(", input_suffix: "):" });
   check("/infill without FIM tokens: 501 not_supported_error", r.status === 501 && r.json?.error?.type === "not_supported_error", r.json);
   r = await post("/completion", { prompt: "word ".repeat(600), n_predict: 2 });
@@ -205,14 +210,14 @@ if (phase === "main") {
   check("chat stream: the first chunk has the role and content null", first.choices[0].delta.role === "assistant" && first.choices[0].delta.content === null, first);
   check("chat stream: the usage chunk carries timings", usage.choices.length === 0 && usage.usage.completion_tokens === 4 && usage.timings?.predicted_n === 4, usage);
   const conv = [{ role: "user", content: "Who made the earth?" }, { role: "assistant", content: "In the" }];
-  const manual = await post("/completion", { prompt: "<|im_start|>user\nWho made the earth?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nIn the", n_predict: 8, ...greedy });
+  const manual = await post("/completion", { prompt: "<|im_start|>user\nWho made the earth?<|im_end|>\n<|im_start|>assistant\nIn the", n_predict: 8, ...greedy });
   const cont = await post("/v1/chat/completions", { messages: conv, continue_final_message: true, add_generation_prompt: false, max_tokens: 8, ...greedy });
   check("continue_final_message: the reply continues the assistant message (= /completion on the rendered prefix)",
     cont.status === 200 && cont.json.choices[0].message.content === manual.json?.content && manual.json.content.length > 0, [cont.json, manual.json?.content]);
   const auto = await post("/v1/chat/completions", { messages: conv, max_tokens: 8, ...greedy });
   check("a final assistant message is continued without asking (llama-server's prefill)", auto.json?.choices?.[0]?.message?.content === manual.json.content, auto.json);
   r = await post("/apply-template", { messages: conv, continue_final_message: true, add_generation_prompt: false });
-  check("/apply-template with continue_final_message ends inside the message", r.json?.prompt?.endsWith("</think>\n\nIn the"), r.json);
+  check("/apply-template with continue_final_message ends inside the message", r.json?.prompt?.endsWith("<|im_start|>assistant\nIn the"), r.json);
   r = await post("/v1/chat/completions", { messages: conv, continue_final_message: true, max_tokens: 2 });
   check("continue_final_message with add_generation_prompt true: 400", r.status === 400 && /add_generation_prompt/.test(r.json?.error?.message), r.json);
   r = await post("/v1/chat/completions", { messages: [...conv, { role: "assistant", content: "x" }], max_tokens: 2 });

@@ -8,6 +8,9 @@
 //   clients    BASE KEY          what off-the-shelf clients meet (issue 37): a placeholder "model" is
 //                                answered by the one model, /v1/models public under --api-key,
 //                                --no-slots, ignore_eos's end-of-generation bans in generation_settings
+//   rebind     BASE              a key-less server run with --allowed-host good.example: Host names
+//                                other than IP addresses, localhost and allowed names get 403; a
+//                                POST a web page could send without pre-flight gets 415
 //   disconnect BASE              a non-streamed client that hangs up (running or queued) frees its place
 //   sigterm    BASE PID          SIGTERM with requests running, queued and streaming: each gets a
 //                                final error (503, same for streams) or completes
@@ -65,9 +68,9 @@ function raw(data, ms = 3000) {
 const json = (s) => { try { return JSON.parse(s); } catch { return null; } };
 
 // A request with the usual headers; body: object (JSON), string or Buffer (sent as is).
-function req(method, path, { body, headers = {}, ct = "application/json", key } = {}) {
+function req(method, path, { body, headers = {}, ct = "application/json", key, hostHdr = url.host } = {}) {
   const b = body === undefined ? Buffer.alloc(0) : Buffer.isBuffer(body) ? body : Buffer.from(typeof body === "string" ? body : JSON.stringify(body), "utf8");
-  let h = `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n`;
+  let h = `${method} ${path} HTTP/1.1\r\n${hostHdr === null ? "" : `Host: ${hostHdr}\r\n`}Connection: close\r\n`;
   if (key) h += `Authorization: Bearer ${key}\r\n`;
   if (ct && method === "POST") h += `Content-Type: ${ct}\r\n`;
   for (const [k, v] of Object.entries(headers)) h += `${k}: ${v}\r\n`;
@@ -115,10 +118,20 @@ if (mode === "proto") {
     ["best_of 2 (unsupported)", "POST", P, { body: cmpl({ best_of: 2 }) }, 400, "invalid_request_error", /'best_of'/],
     ["suffix (unsupported)", "POST", P, { body: cmpl({ suffix: "x" }) }, 400, "invalid_request_error", /'suffix'/],
     ["logit_bias with an id outside the vocabulary", "POST", P, { body: cmpl({ logit_bias: { "99999999": 10 } }) }, 400, "invalid_request_error", /'logit_bias'/],
+    ["logit_bias banning every token", "POST", P, { body: cmpl({ logit_bias: Array.from({ length: 4096 }, (_, i) => [i, false]) }) }, 400, "invalid_request_error", /'logit_bias' bans every token/],
     ["logit_bias with a non-number bias", "POST", P, { body: cmpl({ logit_bias: { "5": "x" } }) }, 400, "invalid_request_error", /'logit_bias'/],
     ["response_format json_object (unsupported)", "POST", C, { body: chat({ response_format: { type: "json_object" } }) }, 400, "invalid_request_error", /'response_format'/],
     ["tool_choice required without tools", "POST", C, { body: chat({ tool_choice: "required" }) }, 400, "invalid_request_error", /'tool_choice'/],
     ["tool_choice naming an unknown tool", "POST", C, { body: chat({ tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } }) }, 400, "invalid_request_error", /'tool_choice'.*'g'/],
+    ["stop strings over 512 KiB together", "POST", P, { body: cmpl({ stop: Array.from({ length: 16 }, (_, i) => "s".repeat(32768) + i) }) }, 400, "invalid_request_error", /'stop'.*524288 bytes/],
+    ["17 stop strings", "POST", P, { body: cmpl({ stop: Array.from({ length: 17 }, (_, i) => "s" + i) }) }, 400, "invalid_request_error", /'stop' has more than 16/],
+    ["a duplicate key", "POST", P, { body: '{"prompt": "x", "max_tokens": 1, "max_tokens": 2}' }, 400, "invalid_request_error", /'max_tokens' more than once/],
+    ["a duplicate key in a message", "POST", C, { body: '{"messages": [{"role": "user", "content": "a", "content": "b"}], "max_tokens": 1}' }, 400, "invalid_request_error", /'messages'\[0\] has the key 'content' more than once/],
+    ["an unknown key in a message", "POST", C, { body: chat({ messages: [{ role: "user", content: "hi", frobnicate: 1 }] }) }, 400, "invalid_request_error", /'messages'\[0\]\.frobnicate is not a known field/],
+    ["an unknown key in a content part", "POST", C, { body: chat({ messages: [{ role: "user", content: [{ type: "text", text: "hi", image_url: "x" }] }] }) }, 400, "invalid_request_error", /'messages'\[0\]\.content\[0\]\.image_url/],
+    ["an unknown key in a tool call", "POST", C, { body: chat({ messages: [{ role: "user", content: "hi" }, { role: "assistant", content: null, tool_calls: [{ id: "1", type: "function", function: { name: "f", arguments: "{}", extra: 1 } }] }, { role: "user", content: "ok" }] }) }, 400, "invalid_request_error", /'messages'\[1\]\.tool_calls\[0\]\.function\.extra/],
+    ["an unknown key in a tool", "POST", C, { body: chat({ tools: [{ type: "function", function: { name: "f", parameters: {} }, cache: true }] }) }, 400, "invalid_request_error", /'tools'\[0\]\.cache is not a known field/],
+    ["strict: true in a tool (not enforced here)", "POST", C, { body: chat({ tools: [{ type: "function", function: { name: "f", strict: true } }] }) }, 400, "invalid_request_error", /'tools'\[0\]\.function\.strict/],
     ["an unknown parameter", "POST", P, { body: cmpl({ frobnicate: 1 }) }, 400, "invalid_request_error", /'frobnicate'/],
     ["a chat parameter on completions", "POST", P, { body: cmpl({ messages: [] }) }, 400, "invalid_request_error", /'messages'/],
     ["an unknown model", "POST", P, { body: cmpl({ model: "gpt-4" }) }, 404, "not_found_error", /'model'.*gpt-4/],
@@ -133,6 +146,7 @@ if (mode === "proto") {
     ["unknown model id", "GET", "/v1/models/gpt-4", {}, 404, "not_found_error", /gpt-4/],
     ["tokenize without content", "POST", "/tokenize", { body: {} }, 400, "invalid_request_error", /'content'/],
     ["detokenize with a bad id", "POST", "/detokenize", { body: { tokens: [1, 1e9] } }, 400, "invalid_request_error", /'tokens'\[1\]/],
+    ["detokenize with an id beyond int64", "POST", "/detokenize", { body: '{"tokens": [1e300]}' }, 400, "invalid_request_error", /'tokens'\[0\]/],
     ["no API key", "POST", P, { body: cmpl(), key: null }, 401, "authentication_error", /API key/],
     ["wrong API key", "POST", P, { body: cmpl(), key: "secreT" }, 401, "authentication_error", /API key/],
     ["header section too large", "GET", "/health", { headers: { "X-Big": "a".repeat(40000) } }, 431, "invalid_request_error", /header/],
@@ -291,6 +305,35 @@ if (mode === "clients") {
   }
   r = await req("POST", "/completion", { key, body: { prompt: "In the beginning", n_predict: 2 } });
   check("without ignore_eos: no ban listed", r.status === 200 && (json(r.body)?.generation_settings?.logit_bias ?? [1]).length === 0, r.body.slice(0, 300));
+  process.exit(failed);
+}
+
+if (mode === "rebind") {
+  const P = "/v1/completions", E = "/slots/0?action=erase";
+  const body = { prompt: "x", max_tokens: 1 };
+  for (const [name, hostHdr, status] of [["a foreign host name", "evil.example:8080", 403], ["a foreign name, no port", "rebind.attacker.example", 403],
+    ["an allowed name (--allowed-host, any case, any port)", "GOOD.example:1234", 200], ["the second allowed name", "other.example", 200],
+    ["localhost", "localhost:8080", 200], ["localhost.", "localhost.", 200], ["an IPv4 address", "10.1.2.3:80", 200],
+    ["a bracketed IPv6 address", "[::1]:9", 200], ["no Host header", null, 200], ["a name that only starts like localhost", "localhost.evil.example", 403]]) {
+    const r = await req("POST", P, { body, hostHdr });
+    const j = json(r.body);
+    check(`Host ${hostHdr}: ${status} (${name})`, r.status === status && (status !== 403 ||
+      (j?.error?.type === "permission_error" && /Host.*--allowed-host/.test(j.error.message))), [r.status, r.body.slice(0, 300)]);
+  }
+  let r = await req("GET", "/health", { hostHdr: "evil.example" });
+  check("Host check: /health (no key needed either) still answers", r.status === 200, r.status);
+  // "simple" cross-origin requests (no pre-flight) cannot change state
+  for (const [name, o, status] of [["empty text/plain POST", { ct: "text/plain" }, 415], ["empty POST without Content-Type", { ct: null }, 415],
+    ["empty form POST", { ct: "application/x-www-form-urlencoded" }, 415], ["text/plain body", { ct: "text/plain", body: "{}" }, 415],
+    ["empty POST with application/json", {}, 200], ["empty POST with X-Requested-With", { ct: null, headers: { "X-Requested-With": "x" } }, 200],
+    ["empty POST with Authorization", { ct: null, headers: { Authorization: "Bearer x" } }, 200]]) {
+    r = await req("POST", E, o);
+    const j = json(r.body);
+    check(`/slots erase, ${name}: ${status}`, r.status === status && (status !== 415 || /Content-Type: application\/json/.test(j?.error?.message ?? "")),
+      [r.status, r.body.slice(0, 300)]);
+  }
+  r = await req("POST", "/tokenize", { ct: "text/plain", body: '{"content":"x"}' });
+  check("/tokenize with a text/plain body: 415", r.status === 415, r.status);
   process.exit(failed);
 }
 

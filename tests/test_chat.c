@@ -135,7 +135,16 @@ static void test_detect(void **state) {
     nx_chat_format f = NX_CHAT_NONE;
     nx_err err;
     assert_true(nx_chat_detect(tmpl, strlen(tmpl), &f, &err));
+    assert_int_equal(f, NX_CHAT_CHATML_PLAIN); /* no <think> in it: it cannot think */
+    assert_false(nx_chat_format_thinks(f));
+    const char *qwen = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' }}{%- endfor %}"
+                       "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}<|im_end|>";
+    assert_true(nx_chat_detect(qwen, strlen(qwen), &f, &err));
     assert_int_equal(f, NX_CHAT_CHATML);
+    assert_true(nx_chat_format_thinks(f));
+    assert_true(nx_chat_format_from_name("chatml-plain", &f, &err));
+    assert_int_equal(f, NX_CHAT_CHATML_PLAIN);
+    assert_string_equal(nx_chat_format_name(f), "chatml-plain");
     const char *llama3 = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}";
     assert_false(nx_chat_detect(llama3, strlen(llama3), &f, &err));
     assert_non_null(strstr(err.msg, "chat_format chatml"));
@@ -146,12 +155,36 @@ static void test_detect(void **state) {
     assert_non_null(strstr(err.msg, "llama3"));
 }
 
+/* chatml-plain renders what the demo model's template (no <think>) renders: the generation
+ * prompt is the bare assistant header whatever enable_thinking says, an assistant turn is its
+ * content (a </think> in it is not split off).  Expected text written from that template:
+ * '<|im_start|>' + role + '\n' + content + '<|im_end|>\n' per message, then
+ * '<|im_start|>assistant\n'. */
+static void test_plain_has_no_think(void **state) {
+    (void)state;
+    const nx_chat_msg m[] = {{.role = "system", .content = "Be brief."},
+                             {.role = "user", .content = "hi"},
+                             {.role = "assistant", .content = "a</think>b", .reasoning_content = "r"},
+                             {.role = "user", .content = "again"}};
+    for (int think = 0; think < 2; think++) {
+        nx_chat_opts o = {.add_generation_prompt = true, .enable_thinking = think};
+        nx_buf out = {0};
+        nx_err err;
+        assert_true(nx_chat_render(NX_CHAT_CHATML_PLAIN, m, 4, &o, &out, &err));
+        assert_string_equal(out.data, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                                      "<|im_start|>assistant\na</think>b<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n"
+                                      "<|im_start|>assistant\n");
+        nx_buf_free(&out);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_jinja_rendering),
         cmocka_unit_test(test_template_errors),
         cmocka_unit_test(test_trim_is_python_strip),
         cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_plain_has_no_think),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,9 @@ model=$demo_model
 render="$NEXTN_SRC/tests/chat_render.js"
 N=16
 export HOME="$tmp" LANG=C.UTF-8
+# The demo model's own template has no <think> (format chatml-plain); the checks of the Qwen3.5
+# template's thinking rules below force that format.
+QWEN="--chat-format chatml"
 
 # ids of a text with control tokens
 ids() { "$NEXTN" tokenize -m "$model" --special --ids -f "$1"; }
@@ -50,9 +53,20 @@ replies_match() { # conv mode [first]
   return $bad
 }
 
+# ---- the model's own template: no <think> in the prompt, the replies are answers on stdout
+printf 'hello there\nwhat is a package?\n/save %s\n' "$tmp/p1.json" | "$NEXTN" chat -m "$model" --temp 0 -n $N >"$tmp/pout" 2>"$tmp/perr"
+# the demo template written out: '<|im_start|>' + role + '\n' + content + '<|im_end|>\n', then the header
+printf '<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n' >"$tmp/pref.txt"
+pwant=$("$NEXTN" run -m "$model" --tokens "$(ids "$tmp/pref.txt")" -n $N --temp 0 --no-display-prompt 2>/dev/null; echo x); pwant=${pwant%$'\n'x}
+check "model's own format: the first reply is content, = nextn run on the template's prompt (no <think>)" \
+  '[ -n "$pwant" ] && [ "$(field "$tmp/p1.json" 1 content)" = "$pwant" ] && [ -z "$(field "$tmp/p1.json" 1 reasoning_content)" ]'
+check "model's own format: stdout carries the answers (not empty lines)" '[ "$(tr -d " \n" <"$tmp/pout" | wc -c)" -gt 0 ]'
+check "model's own format: --think is refused (the template cannot think)" \
+  '! "$NEXTN" chat -m "$model" --think </dev/null >/dev/null 2>"$tmp/perr2" && grep -q "no thinking block" "$tmp/perr2"'
+
 # ---- pipe: three turns, thinking off ---------------------------------------------------------
 printf 'hello there\nwhat is a package?\nand a library?\n/save %s\n' "$tmp/c1.json" |
-  "$NEXTN" chat -m "$model" --no-think --temp 0 -n $N --verbose >"$tmp/out1" 2>"$tmp/err1"
+  "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0 -n $N --verbose >"$tmp/out1" 2>"$tmp/err1"
 check "pipe session exits 0 and saves" '[ -s "$tmp/c1.json" ] && grep -q "6 messages written" "$tmp/err1"'
 check "stdout: the three replies, each followed by a newline" \
   '[ "$(field "$tmp/c1.json" 1 content; echo; field "$tmp/c1.json" 3 content; echo; field "$tmp/c1.json" 5 content; echo; echo x)" = "$(cat "$tmp/out1"; echo x)" ]'
@@ -74,18 +88,18 @@ check "turn 1 decodes the whole prompt" 'grep -q "turn 1: prompt $(node "$render
 
 # ---- the same with speculative decoding: identical conversation -----------------------------
 printf 'hello there\nwhat is a package?\nand a library?\n/save %s\n' "$tmp/c1s.json" |
-  "$NEXTN" chat -m "$model" --no-think --temp 0 -n $N --spec mtp --verbose >/dev/null 2>"$tmp/err1s"
+  "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0 -n $N --spec mtp --verbose >/dev/null 2>"$tmp/err1s"
 check "--spec mtp gives the same conversation" 'cmp -s "$tmp/c1.json" "$tmp/c1s.json" && grep -q "MTP speculative decoding" "$tmp/err1s" && grep -q "drafts [0-9]* of [0-9]* accepted" "$tmp/err1s"'
 
 # ---- sampled: each reply is seeded like `nextn run --seed` (plain decoding) ---------------------
 printf 'hello there\nwhat is a package?\n/save %s\n' "$tmp/c1t.json" |
-  "$NEXTN" chat -m "$model" --no-think --temp 0.8 --seed 5 -n $N >/dev/null 2>&1
+  "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0.8 --seed 5 -n $N >/dev/null 2>&1
 check "sampled replies equal nextn run with the same seed" 'SAMPLING="--temp 0.8 --seed 5" replies_match "$tmp/c1t.json" no-think'
 
 # ---- /system, /clear, /think -------------------------------------------------------------------
 printf 'hi\nwhat is GNU?\n/system You answer in one line.\nwhat is GNU?\n/save %s\n/clear\nwhat is Debian?\n/save %s\n/think on\ntell me more\n/save %s\n' \
   "$tmp/c2.json" "$tmp/c3.json" "$tmp/c4.json" |
-  "$NEXTN" chat -m "$model" --system "You are terse." --no-think --temp 0 -n $N --verbose >"$tmp/out2" 2>"$tmp/err2"
+  "$NEXTN" chat -m "$model" $QWEN --system "You are terse." --no-think --temp 0 -n $N --verbose >"$tmp/out2" 2>"$tmp/err2"
 check "/system changes the system prompt of the conversation" '[ "$(field "$tmp/c2.json" 0 content)" = "You answer in one line." ] && [ "$(field "$tmp/c2.json" 1 content)" = hi ]'
 check "/system: the reply after it equals nextn run with the new system prompt" 'replies_match "$tmp/c2.json" no-think 6'
 check "/system re-decodes the conversation (its first tokens changed)" 'grep "turn 3: " "$tmp/err2" | grep -q "(cleared the context)"'
@@ -100,14 +114,14 @@ check "reasoning goes to stderr, not into the answer on stdout" \
 
 # ---- /save + /load round trip ------------------------------------------------------------------
 printf '/load %s\n/save %s\nwhat is a library?\n/save %s\n' "$tmp/c1.json" "$tmp/c5a.json" "$tmp/c5.json" |
-  "$NEXTN" chat -m "$model" --no-think --temp 0 -n $N --verbose >/dev/null 2>"$tmp/err5"
+  "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0 -n $N --verbose >/dev/null 2>"$tmp/err5"
 check "/load then /save gives the same file" 'cmp -s "$tmp/c1.json" "$tmp/c5a.json"'
 check "a loaded conversation continues like nextn run" 'replies_match "$tmp/c5.json" no-think && [ "$(field "$tmp/c5.json" 6 content)" = "what is a library?" ]'
 printf '[{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}]' >"$tmp/bad1.json"
 printf '{"messages": [{"role": "user", "content": [{"type": "text"}]}]}' >"$tmp/bad2.json"
 printf '[{"role": "user"' >"$tmp/bad3.json"
 printf 'hi\n/load %s\n/load %s\n/load %s\n/load %s\n/frobnicate\n//save is not a command\n/save %s\n' "$tmp/bad1.json" "$tmp/bad2.json" \
-  "$tmp/bad3.json" "$tmp/nope.json" "$tmp/c6.json" | "$NEXTN" chat -m "$model" --no-think --temp 0 -n 4 >/dev/null 2>"$tmp/err6"
+  "$tmp/bad3.json" "$tmp/nope.json" "$tmp/c6.json" | "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0 -n 4 >/dev/null 2>"$tmp/err6"
 check "bad /load files are refused with a message naming the problem" \
   'grep -q "message 1: role must be" "$tmp/err6" && grep -q "content must be a string" "$tmp/err6" && grep -q "bad3.json: invalid JSON" "$tmp/err6" && grep -q "cannot open .*nope.json" "$tmp/err6"'
 check "the session survives them; unknown commands are refused; // sends a /message" \
@@ -115,7 +129,7 @@ check "the session survives them; unknown commands are refused; // sends a /mess
 
 # ---- multi-line input ----------------------------------------------------------------------------
 printf 'first line \\\nsecond line\n"""\nblock one\n\nblock two\n"""\n/save %s\n' "$tmp/c7.json" |
-  "$NEXTN" chat -m "$model" --no-think --temp 0 -n 2 >/dev/null 2>&1
+  "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0 -n 2 >/dev/null 2>&1
 check "trailing \\ and \"\"\" blocks make multi-line messages" \
   '[ "$(field "$tmp/c7.json" 0 content)" = "$(printf "first line \nsecond line")" ] && [ "$(field "$tmp/c7.json" 2 content)" = "$(printf "block one\n\nblock two")" ]'
 
@@ -129,7 +143,7 @@ err() { # name, expected status, expected message fragment, command...
 }
 "$NEXTN" mkmodel --preset tiny -o "$tmp/tiny.gguf" >/dev/null 2>&1
 err "missing -m" 2 "missing -m FILE" "$NEXTN" chat
-err "--think and --no-think" 2 "contradict" "$NEXTN" chat -m "$model" --think --no-think
+err "--think and --no-think" 2 "contradict" "$NEXTN" chat -m "$model" $QWEN --think --no-think
 err "a model without a chat template" 1 "chat-format chatml" "$NEXTN" chat -m "$tmp/tiny.gguf"
 printf 'x%.0s' $(seq 1 400) >"$tmp/long.txt"; echo >>"$tmp/long.txt"
 "$NEXTN" chat -m "$model" -c 64 --no-think --temp 0 -n 4 <"$tmp/long.txt" >/dev/null 2>"$tmp/err8"
@@ -138,7 +152,7 @@ check "a conversation longer than the context is an error naming n_ctx, not a cr
 # ---- pseudo-terminal: line editor, Ctrl-C mid-reply, Ctrl-C at the prompt, Ctrl-D, thinking ----
 # util-linux `script` runs the chat on a pty; keystrokes go in through a FIFO.
 mkfifo "$tmp/pin"
-script -qfec "'$NEXTN' chat -m '$model' --think --temp 0 -n 200 -c 8192 --verbose" "$tmp/pty.log" <"$tmp/pin" >/dev/null 2>&1 &
+script -qfec "'$NEXTN' chat -m '$model' $QWEN --think --temp 0 -n 200 -c 8192 --verbose" "$tmp/pty.log" <"$tmp/pin" >/dev/null 2>&1 &
 spid=$!
 exec 3>"$tmp/pin"
 wait_for() { # pattern [seconds]: wait until the log matches

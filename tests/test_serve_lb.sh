@@ -24,7 +24,7 @@ run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
 } >"$tmp/expect.json"
 
 replica() { # log, port -> starts a replica, sets $url and $pid
-  serve_start "$1" -m "$model" --port "$2" -np 1 -c 256 -t 1
+  serve_start "$1" -m "$model" --port "$2" -np 1 -c 256 -t 1 --allowed-host nextn
   url=$base
 }
 replica "$tmp/a.log" 0; url_a=$url; pid_a=$pid

@@ -3,7 +3,8 @@
 # a table of malformed requests (status, error type, the field named), protocol details (HEAD,
 # 405 + Allow, bearer scheme, WWW-Authenticate, JSON 431/414, idle keep-alive timeout), CORS off
 # by default and opt-in with --cors, JSON-only POST bodies, one access-log line per request,
-# --host localhost / ::1, a client that hangs up (running or queued), and SIGTERM with requests
+# --host localhost / ::1, DNS-rebinding Host checks and pre-flight-free POSTs on a key-less
+# server, a client that hangs up (running or queued), and SIGTERM with requests
 # running, queued and streaming.
 . "$(dirname "$0")/lib.sh"
 model=$demo_model
@@ -42,9 +43,10 @@ else
 fi
 
 # ---- CORS opt-in (two origins), served on IPv6 loopback
-start "$tmp/cors.log" -np 1 -c 256 -t 1 --host ::1 --cors "https://app.example,https://other.example"
+start "$tmp/cors.log" -np 1 -c 256 -t 1 --host ::1 --cors "https://app.example,https://other.example" --allowed-host good.example --allowed-host Other.Example --slot-save-path "$tmp"
 check "--host ::1: listens on http://[::1]:PORT" '[[ "$base" == http://\[::1\]:* ]] && curl -fsS "$base/health" >/dev/null'
 [ -n "$base" ] && { node "$js" cors "$base" "https://other.example" || fail=1; }
+[ -n "$base" ] && { node "$js" rebind "$base" || fail=1; }
 stop
 
 # ---- what off-the-shelf clients meet: placeholder model names, public /v1/models, --no-slots,

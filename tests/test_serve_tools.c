@@ -67,6 +67,7 @@ static void test_tool_loop(void **state) {
     p.max_body = 1 << 20;
     p.log = stderr;
     p.test_force = force;
+    p.chat_format = "chatml"; /* Qwen3.5's template (reasoning + tools); the demo model's own has no <think> */
     p.engine = (nx_srv_engine_params){.n_slots = 2, .n_ctx = 2048, .n_batch = 512, .n_threads = 1,
                                       .kv_type = NEXTN_KV_F32, .kv_type_v = NEXTN_KV_F32, .max_queue = 16, .n_ckpt = 4, .ckpt_every = 256};
     p.defaults.smp = nextn_sampler_default_params();

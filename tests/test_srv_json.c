@@ -16,6 +16,7 @@ static void test_valid(void **state) {
         "{\"s\": \"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}",
         "{\"utf8\": \"caf\xc3\xa9 \xf0\x9f\x98\x80\"}",
         "[[[[[[[[[[1]]]]]]]]]]",
+        "{\"a\": {\"a\": 1}, \"b\": [{\"a\": 1, \"A\": 2}, {\"a\": 2}], \"ab\": 0, \"a\\u0062c\": 1}", /* one key per object */
         "\"a string\"",
         "3",
     };
@@ -38,6 +39,11 @@ static void test_refused(void **state) {
         {"{\"prompt\": \"ab\0cd\"}", 17, "'prompt' contains a raw control character 0x00"},
         {"{\"prompt\": \"a\tb\"}", 0, "'prompt' contains a raw control character 0x09"},
         {"{\"stop\": [\"a\xff\"]}", 0, "'stop'[0] is not valid UTF-8 (byte 0xff"},
+        {"{\"max_tokens\": 1, \"max_tokens\": 99999}", 0, "the request body has the key 'max_tokens' more than once"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"role\": \"system\"}]}", 0,
+         "'messages'[0] has the key 'role' more than once"},
+        {"{\"a\": 1, \"\\u0061\": 2}", 0, "has the key 'a' more than once"},
+        {"{\"x\": {\"\\ud83d\\ude00\": 1, \"\xf0\x9f\x98\x80\": 2}}", 0, "'x' has the key '\xf0\x9f\x98\x80' more than once"},
         {"{\"prompt\": \"\xc0\xaf\"}", 0, "'prompt' is not valid UTF-8"},       /* overlong */
         {"{\"prompt\": \"\xed\xa0\x80\"}", 0, "'prompt' is not valid UTF-8"},   /* encoded surrogate */
         {"{\"prompt\": \"a\\ud800b\"}", 0, "'prompt' contains a lone surrogate"},

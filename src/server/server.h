@@ -18,6 +18,7 @@
 #include "server/srv_openai.h"
 
 #define NX_SERVER_MAX_CORS 16
+#define NX_SERVER_MAX_HOSTS 16
 
 /* Tests only: the text the reply must be instead of sampled tokens (malloc'ed; NULL = sample
  * as usual), chosen from the request body.  Plain (non-speculative) mode. */
@@ -40,6 +41,11 @@ typedef struct nx_server_params {
     int timeout_s;              /* an idle connection (keep-alive, slow upload) is closed after this */
     const char *cors_origins[NX_SERVER_MAX_CORS]; /* origins granted CORS ("*" = any); none = no CORS */
     int n_cors;
+    /* Without an API key, a request's Host must name this server (DNS rebinding: a web page
+     * whose host name an attacker points at 127.0.0.1 is refused with 403): an IP address,
+     * "localhost", `host` itself, or one of these names (compared without case and port) */
+    const char *allowed_hosts[NX_SERVER_MAX_HOSTS];
+    int n_allowed_hosts;
     FILE *log;                  /* access log and error lines (NULL = stderr) */
     nx_server_force_fn test_force;
     void *test_force_user;

@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <math.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -1123,7 +1124,7 @@ static enum MHD_Result handle_props(nx_server *s, struct MHD_Connection *c, conn
     cJSON_AddNumberToObject(nx, "n_batch", ep->n_batch);
     cJSON_AddNumberToObject(nx, "max_queue", ep->max_queue);
     cJSON_AddStringToObject(nx, "kv_type", ep->kv_type == NEXTN_KV_F32 ? "f32" : "f16");
-    cJSON_AddStringToObject(nx, "chat_format", s->p.defaults.chat_format == NX_CHAT_NONE ? "none" : "chatml");
+    cJSON_AddStringToObject(nx, "chat_format", nx_chat_format_name(s->p.defaults.chat_format));
     return reply_json(s, c, cn, 200, print_free(o));
 }
 
@@ -1191,6 +1192,11 @@ static enum MHD_Result handle_tokenize(nx_server *s, struct MHD_Connection *c, c
         return reply_error(s, c, cn, 400, msg);
     }
     const size_t len = strlen(content->valuestring);
+    if (len > (size_t)INT32_MAX - 2) { /* the token count is an int32_t */
+        cJSON_Delete(o);
+        snprintf(msg, sizeof msg, "'content' is longer than %d bytes", INT32_MAX - 2);
+        return reply_error(s, c, cn, 400, msg);
+    }
     int32_t *ids = malloc((len + 2) * sizeof *ids), n = 0;
     nextn_error terr;
     pthread_mutex_lock(&s->tok_mu);
@@ -1210,9 +1216,15 @@ static enum MHD_Result handle_tokenize(nx_server *s, struct MHD_Connection *c, c
             cJSON_AddItemToArray(toks, cJSON_CreateNumber(ids[i]));
             continue;
         }
-        char piece[512];
+        char small[512], *piece = small;
         size_t pl = 0;
-        if (!nextn_detokenize(s->tok, &ids[i], 1, true, piece, sizeof piece - 1, &pl, &terr)) pl = 0;
+        /* measured first: a piece longer than the stack buffer is returned whole too */
+        if (!nextn_detokenize(s->tok, &ids[i], 1, true, NULL, 0, &pl, &terr)) pl = 0;
+        if (pl >= sizeof small && !(piece = malloc(pl + 1))) {
+            piece = small;
+            pl = 0;
+        }
+        if (pl && !nextn_detokenize(s->tok, &ids[i], 1, true, piece, pl + 1, &pl, &terr)) pl = 0;
         piece[pl] = '\0';
         cJSON *t = cJSON_CreateObject();
         cJSON_AddNumberToObject(t, "id", ids[i]);
@@ -1222,6 +1234,7 @@ static enum MHD_Result handle_tokenize(nx_server *s, struct MHD_Connection *c, c
             cJSON *bytes = cJSON_AddArrayToObject(t, "piece");
             for (size_t k = 0; k < pl; k++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[k]));
         }
+        if (piece != small) free(piece);
         cJSON_AddItemToArray(toks, t);
     }
     free(ids);
@@ -1249,8 +1262,9 @@ static enum MHD_Result handle_detokenize(nx_server *s, struct MHD_Connection *c,
     }
     int i = 0;
     cJSON_ArrayForEach(it, toks) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble || it->valuedouble < 0 ||
-            it->valuedouble >= s->p.defaults.n_vocab) {
+        /* range first: converting a double outside int64's range is undefined */
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < s->p.defaults.n_vocab) ||
+            it->valuedouble != floor(it->valuedouble)) {
             char msg[160];
             snprintf(msg, sizeof msg, "'tokens'[%d] is not a token id in [0, %d)", i, s->p.defaults.n_vocab);
             free(ids);
@@ -1324,6 +1338,50 @@ static bool json_content_type(struct MHD_Connection *c) {
     return next == '\0' || next == ';' || next == ' ';
 }
 
+/* DNS rebinding: without an API key, the Host header must name this server - an IP literal
+ * (a rebinding attack needs a host name it controls), "localhost", the --host name, or an
+ * allowed name; the port is ignored.  No Host header (HTTP/1.0 tools; browsers always send
+ * one) passes. */
+static bool host_allowed(const nx_server *s, struct MHD_Connection *c) {
+    if (s->p.api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!h) return true;
+    char name[256];
+    const size_t hl = strlen(h);
+    if (hl >= sizeof name) return false;
+    memcpy(name, h, hl + 1);
+    unsigned char addr[16];
+    if (name[0] == '[') { /* [v6]:port */
+        char *e = strchr(name, ']');
+        if (!e || (e[1] && e[1] != ':')) return false;
+        *e = '\0';
+        return inet_pton(AF_INET6, name + 1, addr) == 1;
+    }
+    if (inet_pton(AF_INET6, name, addr) == 1) return true; /* an IPv6 address without brackets */
+    char *colon = strchr(name, ':');
+    if (colon) {
+        if (strchr(colon + 1, ':')) return false;
+        *colon = '\0';
+    }
+    size_t nl = strlen(name);
+    if (nl && name[nl - 1] == '.') name[--nl] = '\0'; /* "localhost." */
+    if (inet_pton(AF_INET, name, addr) == 1 || strcasecmp(name, "localhost") == 0) return true;
+    if (s->p.host && strcasecmp(name, s->p.host) == 0) return true;
+    for (int i = 0; i < s->p.n_allowed_hosts; i++)
+        if (strcasecmp(name, s->p.allowed_hosts[i]) == 0) return true;
+    return false;
+}
+
+/* A state-changing request a web page could not send without a CORS pre-flight: an empty POST
+ * passes with Content-Type: application/json or a header no "simple" request may carry
+ * (Authorization, X-Api-Key, X-Requested-With). */
+static bool preflighted_empty_post(struct MHD_Connection *c) {
+    static const char *const hs[] = {MHD_HTTP_HEADER_AUTHORIZATION, "X-Api-Key", "X-Requested-With"};
+    for (size_t i = 0; i < NX_ARRAY_LEN(hs); i++)
+        if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, hs[i])) return true;
+    return false;
+}
+
 static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn, const char *url, const char *method) {
     const char *rest = "";
     const route *rt = find_route(url, &rest);
@@ -1340,6 +1398,15 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
                  "no endpoint %s (try /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics, /props, "
                  "/tokenize, /detokenize)", u);
         return reply_error(s, c, cn, 404, msg);
+    }
+    if (rt->auth && !host_allowed(s, c)) {
+        char msg[400], h[200];
+        const char *hv = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        log_escape(h, sizeof h, hv, strlen(hv));
+        snprintf(msg, sizeof msg,
+                 "Host '%s' does not name this server: without an API key only IP addresses, localhost and the "
+                 "server's own host name are accepted (server options --allowed-host, --api-key)", h);
+        return reply_error(s, c, cn, 403, msg);
     }
     char allow[64];
     allow_text(rt, allow, sizeof allow);
@@ -1380,6 +1447,10 @@ static enum MHD_Result dispatch(nx_server *s, struct MHD_Connection *c, conn *cn
         }
         if (cn->body.len > 0 && !json_content_type(c))
             return reply_error(s, c, cn, 415, "POST bodies must be JSON: send Content-Type: application/json");
+        if (cn->body.len == 0 && !json_content_type(c) && !preflighted_empty_post(c))
+            return reply_error(s, c, cn, 415,
+                               "a POST must send Content-Type: application/json (an empty one may send an "
+                               "Authorization or X-Api-Key header instead)");
     }
     return rt->fn(s, c, cn, rest);
 }

@@ -3,6 +3,7 @@
 #include "server/srv_json.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct path_el {
@@ -177,13 +178,110 @@ static bool nest(walker *w) {
 /* The path grows by one element per open container, so it never outgrows w->path. */
 static void push(walker *w, const char *key, size_t klen, long idx) { w->path[w->depth++] = (path_el){key, klen, idx}; }
 
+/* ---- duplicate keys: an object's keys, decoded (so "a" and "\u0061" are the same key), sorted
+ * once the object is read: O(k log k) for k keys */
+
+typedef struct okey {
+    const char *p; /* the decoded key: raw bytes when it has no escape, else `own` */
+    size_t n;
+    char *own;
+} okey;
+
+typedef struct keyset {
+    okey *v;
+    size_t n, cap;
+} keyset;
+
+static void keyset_free(keyset *ks) {
+    for (size_t i = 0; i < ks->n; i++) free(ks->v[i].own);
+    free(ks->v);
+}
+
+/* Decodes the escapes of a key already checked by string() (valid escapes, paired surrogates). */
+static char *unescape(const char *k, size_t kn, size_t *out_n) {
+    char *o = malloc(kn + 1), *q = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < kn;) {
+        if (k[i] != '\\') {
+            *q++ = k[i++];
+            continue;
+        }
+        const char e = k[i + 1];
+        if (e != 'u') {
+            *q++ = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            i += 2;
+            continue;
+        }
+        uint32_t cp = (uint32_t)hex4(k + i + 2);
+        i += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)hex4(k + i + 2) - 0xDC00);
+            i += 6;
+        }
+        q += nx_utf8_encode(cp, q); /* never longer than its escape */
+    }
+    *out_n = (size_t)(q - o);
+    return o;
+}
+
+static int okey_cmp(const void *a, const void *b) {
+    const okey *x = a, *y = b;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return memcmp(x->p, y->p, x->n);
+}
+
+static bool keyset_add(walker *w, keyset *ks, const char *k, size_t kn) {
+    if (ks->n == ks->cap) {
+        const size_t cap = ks->cap ? 2 * ks->cap : 16;
+        okey *v = realloc(ks->v, cap * sizeof *v);
+        if (!v) return nx_fail(w->err, "out of memory checking the request body");
+        ks->v = v;
+        ks->cap = cap;
+    }
+    okey *e = &ks->v[ks->n];
+    *e = (okey){k, kn, NULL};
+    if (memchr(k, '\\', kn)) {
+        if (!(e->own = unescape(k, kn, &e->n))) return nx_fail(w->err, "out of memory checking the request body");
+        e->p = e->own;
+    }
+    ks->n++;
+    return true;
+}
+
+/* With the object's own path: fails when a key appears twice. */
+static bool keyset_unique(walker *w, keyset *ks) {
+    if (ks->n < 2) return true;
+    qsort(ks->v, ks->n, sizeof *ks->v, okey_cmp);
+    for (size_t i = 1; i < ks->n; i++)
+        if (okey_cmp(&ks->v[i - 1], &ks->v[i]) == 0) {
+            char what[160];
+            const okey *d = &ks->v[i];
+            int n = (int)(d->n < 64 ? d->n : 64);
+            for (int c = 0; c < n; c++)
+                if ((unsigned char)d->p[c] < 0x20 || d->p[c] == '\'') n = c; /* shown up to a control byte */
+            snprintf(what, sizeof what, "has the key '%.*s'%s more than once (JSON keys must be unique)", n, d->p,
+                     (size_t)n < d->n ? "..." : "");
+            return fail_at(w, what);
+        }
+    return true;
+}
+
+static bool object_keys(walker *w, keyset *ks);
+
 static bool object(walker *w) {
+    keyset ks = {0};
+    const bool ok = object_keys(w, &ks) && keyset_unique(w, &ks);
+    keyset_free(&ks);
+    if (ok) w->nest--;
+    return ok;
+}
+
+static bool object_keys(walker *w, keyset *ks) {
     if (!nest(w)) return false;
     w->pos++; /* { */
     ws(w);
     if (w->pos < w->len && w->s[w->pos] == '}') {
         w->pos++;
-        w->nest--;
         return true;
     }
     for (;;) {
@@ -191,7 +289,7 @@ static bool object(walker *w) {
         if (w->pos >= w->len || w->s[w->pos] != '"') return syntax(w);
         const char *k;
         size_t kn;
-        if (!string(w, &k, &kn)) return false;
+        if (!string(w, &k, &kn) || !keyset_add(w, ks, k, kn)) return false;
         ws(w);
         if (w->pos >= w->len || w->s[w->pos] != ':') return syntax(w);
         w->pos++;
@@ -205,7 +303,6 @@ static bool object(walker *w) {
         }
         if (w->pos < w->len && w->s[w->pos] == '}') {
             w->pos++;
-            w->nest--;
             return true;
         }
         return syntax(w);

@@ -56,16 +56,7 @@ static bool get_bool(const cJSON *o, const char *key, bool *out, int *status, nx
 
 static bool add_stop(nx_srv_req *r, const cJSON *v, int *status, nx_err *err) {
     if (!cJSON_IsString(v)) return bad(status, 400, err, "'%s' must be a string or an array of strings", "stop");
-    if (!v->valuestring[0]) return true; /* an empty stop string never matches usefully: ignore */
-    if (r->n_stop >= NX_SRV_MAX_STOP) {
-        *status = 400;
-        return nx_fail(err, "'stop' has more than %d strings", NX_SRV_MAX_STOP);
-    }
-    if (!(r->stop[r->n_stop] = strdup(v->valuestring))) return bad(status, 500, err, "out of memory (%s)", "stop");
-    const size_t l = strlen(v->valuestring);
-    if (l > r->stop_max_len) r->stop_max_len = l;
-    r->n_stop++;
-    return true;
+    return nx_srv_req_add_stop(r, v->valuestring, false, NX_SRV_MAX_STOP, status, err);
 }
 
 static bool parse_stop(const cJSON *o, nx_srv_req *r, int *status, nx_err *err) {
@@ -113,6 +104,27 @@ static bool parse_prompt(const cJSON *o, nextn_tokenizer *tok, int32_t n_vocab, 
     return true;
 }
 
+/* Strict nested objects: a key of obj outside keys[] is a 400 naming its path (path: the
+ * object's, e.g. 'messages'[2]).  Keys in `echo` (fields of a response a client may send back
+ * unchanged) pass only when null or empty. */
+static bool only_keys(const cJSON *obj, const char *const *keys, size_t n, const char *const *echo, size_t n_echo,
+                      const char *path, int *status, nx_err *err) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        bool known = false;
+        for (size_t k = 0; k < n && !known; k++) known = strcmp(it->string, keys[k]) == 0;
+        for (size_t k = 0; k < n_echo && !known; k++)
+            known = strcmp(it->string, echo[k]) == 0 &&
+                    (cJSON_IsNull(it) || ((cJSON_IsArray(it) || cJSON_IsObject(it)) && !it->child) ||
+                     (cJSON_IsString(it) && !it->valuestring[0]));
+        if (!known) {
+            *status = 400;
+            return nx_fail(err, "%s.%.100s is not a known field (this server does not support it)", path, it->string);
+        }
+    }
+    return true;
+}
+
 /* A message's "content": a string, null, or an array of {"type": "text", "text": ...} parts
  * (concatenated).  Returns a malloc'ed string in *out (NULL for null). */
 static bool message_content(const cJSON *m, int idx, char **out, int *status, nx_err *err) {
@@ -129,7 +141,15 @@ static bool message_content(const cJSON *m, int idx, char **out, int *status, nx
     }
     nx_buf b = {0};
     const cJSON *part;
+    int j = 0;
     cJSON_ArrayForEach(part, c) {
+        static const char *const part_keys[] = {"type", "text"};
+        char path[64];
+        snprintf(path, sizeof path, "'messages'[%d].content[%d]", idx, j++);
+        if (cJSON_IsObject(part) && !only_keys(part, part_keys, 2, NULL, 0, path, status, err)) {
+            nx_buf_free(&b);
+            return false;
+        }
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text)) {
@@ -211,6 +231,13 @@ static bool parse_messages(const cJSON *o, chat_parts *cp, size_t *n_msgs, int *
             *status = 400;
             return nx_fail(err, "'messages'[%d] must be an object with a string 'role'", i);
         }
+        static const char *const msg_keys[] = {"role", "content", "name", "reasoning_content", "tool_calls",
+                                               "tool_call_id"};
+        static const char *const msg_echo[] = {"refusal", "annotations", "audio", "function_call", "parsed"};
+        char path[64];
+        snprintf(path, sizeof path, "'messages'[%d]", i);
+        if (!only_keys(m, msg_keys, NX_ARRAY_LEN(msg_keys), msg_echo, NX_ARRAY_LEN(msg_echo), path, status, err))
+            return false;
         const char *rl = role->valuestring;
         if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant") && strcmp(rl, "tool") &&
             strcmp(rl, "developer")) {
@@ -231,8 +258,18 @@ static bool parse_messages(const cJSON *o, chat_parts *cp, size_t *n_msgs, int *
             return nx_fail(err, "'messages'[%d].tool_calls must be an array", i);
         }
         cm->tool_calls = &cp->calls[call];
+        int j = 0;
         cJSON_ArrayForEach(tc, tcs) {
+            /* parsed_arguments: the OpenAI client's parse of `arguments`, sent back with it */
+            static const char *const call_keys[] = {"id", "type", "function", "index"},
+                                     *const fn_keys[] = {"name", "arguments", "parsed_arguments"};
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            snprintf(path, sizeof path, "'messages'[%d].tool_calls[%d]", i, j);
+            if (cJSON_IsObject(tc) && !only_keys(tc, call_keys, NX_ARRAY_LEN(call_keys), NULL, 0, path, status, err))
+                return false;
+            snprintf(path, sizeof path, "'messages'[%d].tool_calls[%d].function", i, j++);
+            if (cJSON_IsObject(fn) && !only_keys(fn, fn_keys, NX_ARRAY_LEN(fn_keys), NULL, 0, path, status, err))
+                return false;
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
             const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
             if (!cJSON_IsString(name)) {
@@ -334,6 +371,8 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
         if (!cJSON_IsObject(kw)) return bad(status, 400, err, "'%s' must be an object", "chat_template_kwargs");
         if (!get_bool(kw, "enable_thinking", thinking, status, err)) return false;
     }
+    /* a template without <think> (chatml-plain) renders no think block: the reply is content */
+    if (!nx_chat_format_thinks(d->chat_format)) *thinking = false;
     nx_srv_tools *tools = NULL;
     tool_mode mode;
     if (!parse_tool_choice(o, &tools, &mode, status, err)) {
@@ -414,12 +453,8 @@ static bool parse_chat_prompt(const cJSON *o, const nx_srv_defaults *d, nextn_to
     }
     if (ok && mode != TOOLS_NONE) {
         if (!tools->parallel) { /* one call at most: the reply ends with the first call's closing tag */
-            if (r->n_stop >= NX_SRV_MAX_STOP || !(r->stop[r->n_stop] = strdup("</tool_call>"))) {
-                ok = bad(status, 400, err, "'%s' has too many strings to add the end of a tool call", "stop");
-            } else {
-                r->stop_keep[r->n_stop++] = true;
-                if (r->stop_max_len < strlen("</tool_call>")) r->stop_max_len = strlen("</tool_call>");
-            }
+            ok = nx_srv_req_add_stop(r, "</tool_call>", true, NX_SRV_MAX_STOP + 1, status, err);
+            if (!ok) nx_fail_prefix(err, "no room to add the end of a tool call");
         }
         r->tools = tools;
         tools = NULL;
@@ -742,6 +777,7 @@ bool nx_srv_finish_request(nx_srv_req *r, int32_t max_tokens, const nx_srv_defau
     }
     const int32_t room = d->n_ctx - r->n_prompt;
     r->max_tokens = max_tokens < 0 || max_tokens > room ? room : max_tokens;
+    if (!nx_srv_req_stops_build(r, err)) return bad(status, 500, err, "out of memory (%s)", "stop");
     return true;
 }
 

@@ -241,6 +241,18 @@ bool nx_srv_parse_logit_bias(const cJSON *v, nextn_tokenizer *tok, int32_t n_voc
         ok = fail_at(status, 400, err,
                      "'logit_bias' must be an object {\"token id or text\": bias} or an array of [token, bias] pairs");
     }
+    if (ok && b.n >= n_vocab && n_vocab > 0) {
+        /* a bias that bans every token leaves nothing to sample (the sampler would fail later) */
+        unsigned char *banned = calloc((size_t)n_vocab, 1);
+        int32_t n_banned = 0;
+        if (!banned) ok = fail_at(status, 500, err, "%s: out of memory", "'logit_bias'");
+        for (int32_t i = 0; ok && i < b.n; i++)
+            if (b.v[i].bias == -INFINITY && !banned[b.v[i].token]) banned[b.v[i].token] = 1, n_banned++;
+        free(banned);
+        if (ok && n_banned == n_vocab)
+            ok = fail_at(status, 400, err, "'logit_bias' bans every token of the vocabulary (%d): nothing could be "
+                                           "generated", n_vocab);
+    }
     if (!ok) {
         free(b.v);
         return false;

@@ -41,12 +41,16 @@ nx_srv_req *nx_srv_req_clone(const nx_srv_req *t) {
     r->no_cache = t->no_cache;
     r->id_slot = t->id_slot;
     r->n_probs = t->n_probs;
-    r->stop_max_len = t->stop_max_len;
+    r->stop_bytes = t->stop_bytes;
     bool ok = true;
     for (int i = 0; i < t->n_stop && ok; i++) {
         ok = (r->stop[i] = strdup(t->stop[i])) != NULL;
         r->stop_keep[i] = t->stop_keep[i];
         r->n_stop += ok;
+    }
+    if (ok && t->stop_ac) {
+        nx_err err;
+        ok = nx_srv_req_stops_build(r, &err);
     }
     if (ok && t->smp.n_logit_bias > 0) {
         r->logit_bias = malloc((size_t)t->smp.n_logit_bias * sizeof *r->logit_bias);
@@ -102,55 +106,68 @@ void nx_srv_req_unref(nx_srv_req *r) {
     free(r->tokens);
     free(r->probs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    nx_stop_free(r->stop_ac);
     nx_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
 
-/* Length of the longest suffix of text[0..len) that is a proper prefix of some stop string:
- * those bytes may still turn into a stop string and must not be released yet. */
-static size_t held_back(const nx_srv_req *r, const char *text, size_t len) {
-    size_t hold = 0;
-    for (int i = 0; i < r->n_stop; i++) {
-        const size_t sl = strlen(r->stop[i]);
-        for (size_t k = sl - 1 < len ? sl - 1 : len; k > hold; k--)
-            if (memcmp(text + len - k, r->stop[i], k) == 0) {
-                hold = k;
-                break;
-            }
+bool nx_srv_req_add_stop(nx_srv_req *r, const char *s, bool keep, int max_strings, int *status, nx_err *err) {
+    const size_t l = strlen(s);
+    if (l == 0) return true; /* an empty stop string never matches usefully: ignore */
+    if (r->n_stop >= max_strings || r->n_stop >= NX_SRV_MAX_STOP + 1) {
+        *status = 400;
+        return nx_fail(err, "'stop' has more than %d strings", max_strings);
     }
-    return hold;
+    if (l > NX_SRV_MAX_STOP_BYTES - r->stop_bytes) {
+        *status = 400;
+        return nx_fail(err, "'stop' strings are longer than %u bytes together (the limit)",
+                       (unsigned)NX_SRV_MAX_STOP_BYTES);
+    }
+    if (!(r->stop[r->n_stop] = strdup(s))) {
+        *status = 500;
+        return nx_fail(err, "out of memory (%s)", "stop");
+    }
+    r->stop_keep[r->n_stop++] = keep;
+    r->stop_bytes += l;
+    return true;
+}
+
+bool nx_srv_req_stops_build(nx_srv_req *r, nx_err *err) {
+    nx_stop_free(r->stop_ac);
+    r->stop_ac = NULL;
+    if (r->n_stop == 0) return true;
+    return nx_stop_build(&r->stop_ac, (const char *const *)r->stop, NULL, r->n_stop, err);
 }
 
 bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n) {
     if (n == 0) return false;
-    const size_t old = r->text.len;
     nx_err err;
+    if (r->n_stop > 0 && !r->stop_ac && !nx_srv_req_stops_build(r, &err)) {
+        nx_srv_req_finish_locked(r, NULL, err.msg);
+        return true;
+    }
+    const size_t old = r->text.len;
     if (!nx_buf_append(&r->text, s, n, &err)) {
         nx_srv_req_finish_locked(r, NULL, "out of memory while collecting the generated text");
         return true;
     }
-    /* a stop string can only newly appear across the boundary: search from old - (max - 1) */
-    const size_t from = old > r->stop_max_len ? old - r->stop_max_len + 1 : 0;
-    size_t cut = SIZE_MAX, at = SIZE_MAX;
-    for (int i = 0; i < r->n_stop; i++) {
-        const size_t sl = strlen(r->stop[i]);
-        for (size_t p = from; p + sl <= r->text.len && p < at; p++)
-            if (memcmp(r->text.data + p, r->stop[i], sl) == 0) {
-                at = p; /* the earliest match wins */
-                cut = r->stop_keep[i] ? p + sl : p;
-                r->stop_index = i;
-                break;
-            }
+    if (!r->stop_ac) {
+        r->safe_len = r->text.len;
+        return false;
     }
-    if (cut != SIZE_MAX) {
+    nx_stop_match m;
+    if (nx_stop_feed(r->stop_ac, s, n, &m)) {
+        const size_t end = old + m.end; /* the stop string is text[end - m.len, end) */
+        const size_t cut = r->stop_keep[m.index] ? end : end - m.len;
+        r->stop_index = m.index;
         r->text.len = cut;
         r->text.data[cut] = '\0';
         if (r->safe_len > cut) r->safe_len = cut; /* cannot happen: safe bytes never start a stop */
         return true;
     }
-    r->safe_len = r->text.len - held_back(r, r->text.data, r->text.len);
+    r->safe_len = r->text.len - nx_stop_held(r->stop_ac);
     return false;
 }
 

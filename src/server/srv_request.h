@@ -18,7 +18,8 @@
 #include "nextn_internal.h"
 #include "server/srv_tools.h"
 
-#define NX_SRV_MAX_STOP 16 /* stop strings per request */
+#define NX_SRV_MAX_STOP 16 /* stop strings per request (the server may add one: </tool_call>) */
+#define NX_SRV_MAX_STOP_BYTES NX_STOP_MAX_BYTES /* all of a request's stop strings together */
 #define NX_SRV_MAX_DRY 16   /* DRY sequence breakers per request */
 
 typedef struct nx_srv_req {
@@ -31,7 +32,7 @@ typedef struct nx_srv_req {
     char *stop[NX_SRV_MAX_STOP]; /* owned, non-empty strings */
     bool stop_keep[NX_SRV_MAX_STOP]; /* the text ends after this stop string instead of before it */
     int n_stop;
-    size_t stop_max_len;        /* longest stop string */
+    size_t stop_bytes;          /* all stop strings together (<= NX_SRV_MAX_STOP_BYTES) */
     bool stream;
     bool chat;                  /* chat.completion response shape */
     bool include_usage;         /* stream_options.include_usage */
@@ -69,6 +70,8 @@ typedef struct nx_srv_req {
     int refs;
     nx_buf text;                /* generated text; stop strings are cut off when found */
     size_t safe_len;            /* bytes of text that can no longer become part of a stop string */
+    nx_stop *stop_ac;           /* the automaton over stop[] (sample/stop.h), fed each new piece
+                                 * once: its state is the text's end (built by nx_srv_req_stops_build) */
     int32_t n_gen;              /* tokens generated */
     int32_t *tokens;            /* the generated token ids but a final end-of-generation token */
     nextn_logprob *probs;       /* [n_tokens] their log-probabilities (n_probs >= 0), else NULL */
@@ -95,9 +98,19 @@ void nx_srv_req_ref(nx_srv_req *r);
 /* Drops a reference; frees the request when it was the last. */
 void nx_srv_req_unref(nx_srv_req *r);
 
+/* Adds a stop string (ignored when empty); keep: the text ends after it rather than before.
+ * Status 400 past NX_SRV_MAX_STOP strings (max_strings: the count allowed, NX_SRV_MAX_STOP for a
+ * client's, one more for the server's own) or NX_SRV_MAX_STOP_BYTES bytes, 500 out of memory;
+ * the message names `stop`. */
+bool nx_srv_req_add_stop(nx_srv_req *r, const char *s, bool keep, int max_strings, int *status, nx_err *err);
+/* Builds the stop-string automaton once all stop strings are in (parsing; before submit).
+ * False on out-of-memory. */
+bool nx_srv_req_stops_build(nx_srv_req *r, nx_err *err);
 /* Engine side, with r->mu held: appends generated text and updates safe_len; when a stop
- * string appears, cuts the text at its start and returns true (the request is then finished
- * with reason "stop"). */
+ * string appears, cuts the text at its start (or after it: stop_keep) and returns true (the
+ * request is then finished with reason "stop").  Costs O(n) whatever the stop strings (the
+ * automaton is advanced by the new bytes only); the first stop string to end in the text wins,
+ * the longest of those ending at the same byte (stop.h). */
 bool nx_srv_req_append_locked(nx_srv_req *r, const char *s, size_t n);
 /* Engine side, with r->mu held: marks the request finished (reason or error message; an error
  * has status 500) and releases all remaining text to the reader. */

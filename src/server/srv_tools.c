@@ -68,6 +68,23 @@ bool nx_srv_tools_from_json(const cJSON *tools, nx_srv_tools **out, nx_err *err)
             return nx_fail(err, "'tools'[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., "
                                 "\"parameters\": {...}}}", i);
         }
+        /* strict: nothing this server would silently ignore */
+        static const char *const tool_keys[] = {"type", "function"},
+                                 *const fn_keys[] = {"name", "description", "parameters", "strict"};
+        for (int pass = 0; pass < 2; pass++) {
+            const cJSON *obj = pass ? fn : tool, *k;
+            cJSON_ArrayForEach(k, obj) {
+                bool known = false;
+                for (size_t q = 0; q < (pass ? 4u : 2u) && !known; q++)
+                    known = strcmp(k->string, pass ? fn_keys[q] : tool_keys[q]) == 0 &&
+                            !(pass && q == 3 && cJSON_IsTrue(k)); /* strict: true is not enforced here */
+                if (!known) {
+                    nx_srv_tools_free(t);
+                    return nx_fail(err, "'tools'[%d]%s.%.100s is not a known field (this server does not support it)",
+                                   i, pass ? ".function" : "", k->string);
+                }
+            }
+        }
         if (strpbrk(name->valuestring, "<>\n")) {
             nx_srv_tools_free(t);
             return nx_fail(err, "'tools'[%d].function.name must not contain '<', '>' or a newline", i);

@@ -26,14 +26,24 @@ bool nx_chat_format_from_name(const char *name, nx_chat_format *out, nx_err *err
         *out = NX_CHAT_CHATML;
         return true;
     }
-    return nx_fail(err, "unknown chat format '%s' (known: chatml)", name);
+    if (!strcmp(name, "chatml-plain")) {
+        *out = NX_CHAT_CHATML_PLAIN;
+        return true;
+    }
+    return nx_fail(err, "unknown chat format '%s' (known: chatml, chatml-plain)", name);
 }
+
+const char *nx_chat_format_name(nx_chat_format fmt) {
+    return fmt == NX_CHAT_CHATML ? "chatml" : fmt == NX_CHAT_CHATML_PLAIN ? "chatml-plain" : "none";
+}
+
+bool nx_chat_format_thinks(nx_chat_format fmt) { return fmt == NX_CHAT_CHATML; }
 
 bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *err) {
     if (!tmpl || len == 0)
         return nx_fail(err, "the model has no tokenizer.chat_template; pass chat_format chatml to use ChatML");
     if (memmem(tmpl, len, "<|im_start|>", 12) && memmem(tmpl, len, "<|im_end|>", 10)) {
-        *out = NX_CHAT_CHATML;
+        *out = memmem(tmpl, len, "<think>", 7) ? NX_CHAT_CHATML : NX_CHAT_CHATML_PLAIN;
         return true;
     }
     return nx_fail(err, "the model's chat template is not a Qwen ChatML template (no <|im_start|>/<|im_end|>); "
@@ -149,7 +159,11 @@ static bool render_tool_calls(const nx_chat_msg *m, span content, nx_buf *out, n
     return true;
 }
 
-static bool render_assistant(const nx_chat_msg *m, span content, bool after_last_query, nx_buf *out, nx_err *err) {
+static bool render_assistant(const nx_chat_msg *m, span content, bool after_last_query, bool thinks, nx_buf *out,
+                             nx_err *err) {
+    if (!thinks) /* a template without <think>: the content as it is, reasoning dropped */
+        return put(out, "<|im_start|>assistant\n", err) && put_span(out, content, err) &&
+               render_tool_calls(m, content, out, err) && put(out, "<|im_end|>\n", err);
     span reasoning = {"", 0};
     if (m->reasoning_content) {
         reasoning = span_of(m->reasoning_content);
@@ -169,7 +183,7 @@ static bool render_assistant(const nx_chat_msg *m, span content, bool after_last
     }
     reasoning = py_strip(reasoning);
     bool ok = put(out, "<|im_start|>assistant\n", err);
-    if (ok && after_last_query)
+    if (ok && after_last_query && thinks)
         ok = put(out, "<think>\n", err) && put_span(out, reasoning, err) && put(out, "\n</think>\n\n", err);
     ok = ok && put_span(out, content, err) && render_tool_calls(m, content, out, err) && put(out, "<|im_end|>\n", err);
     return ok;
@@ -179,7 +193,9 @@ bool nx_chat_render(nx_chat_format fmt, const nx_chat_msg *msgs, size_t n, const
                     nx_err *err) {
     static const nx_chat_opts defaults = {false, true, NULL, 0};
     const nx_chat_opts *o = opts ? opts : &defaults;
-    if (fmt != NX_CHAT_CHATML) return nx_fail(err, "chat format %d is not implemented", (int)fmt);
+    if (fmt != NX_CHAT_CHATML && fmt != NX_CHAT_CHATML_PLAIN)
+        return nx_fail(err, "chat format %d is not implemented", (int)fmt);
+    const bool thinks = nx_chat_format_thinks(fmt);
     if (n == 0) return nx_fail(err, "chat: No messages provided.");
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role) return nx_fail(err, "chat: message %zu has no role", i);
@@ -222,7 +238,7 @@ bool nx_chat_render(nx_chat_format fmt, const nx_chat_msg *msgs, size_t n, const
         } else if (!strcmp(m->role, "user")) {
             ok = put(out, "<|im_start|>user\n", err) && put_span(out, content, err) && put(out, "<|im_end|>\n", err);
         } else if (!strcmp(m->role, "assistant")) {
-            ok = render_assistant(m, content, i > last_query, out, err);
+            ok = render_assistant(m, content, i > last_query, thinks, out, err);
         } else if (!strcmp(m->role, "tool")) {
             /* consecutive tool results share one user turn */
             if (i > 0 && strcmp(msgs[i - 1].role, "tool")) ok = put(out, "<|im_start|>user", err);
@@ -234,6 +250,7 @@ bool nx_chat_render(nx_chat_format fmt, const nx_chat_msg *msgs, size_t n, const
         if (!ok) return false;
     }
     if (o->add_generation_prompt)
-        return put(out, "<|im_start|>assistant\n", err) && put(out, o->enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n", err);
+        return put(out, "<|im_start|>assistant\n", err) &&
+               (!thinks || put(out, o->enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n", err));
     return true;
 }

@@ -9,6 +9,10 @@
  *   <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>,
  *   a tools list as the template's "# Tools" system block, and the generation prompt
  *   "<|im_start|>assistant\n<think>\n" (thinking on) or "...<think>\n\n</think>\n\n" (off).
+ * A second format, "chatml-plain", is the same without any <think> block (the generation prompt
+ * is "<|im_start|>assistant\n", an assistant turn is its content and tool calls): it is what a
+ * ChatML template that never mentions <think> renders (the demo model's), so the prompt agrees
+ * with the model's own template and a model that cannot think is never asked to.
  * Every message's content is trimmed as the template's `|trim` does (Python str.strip()).
  * Errors are the template's own raise_exception() cases plus malformed JSON arguments.
  */
@@ -22,6 +26,7 @@
 typedef enum nx_chat_format {
     NX_CHAT_NONE = 0,
     NX_CHAT_CHATML = 1, /* Qwen3.5 ChatML with <think> handling */
+    NX_CHAT_CHATML_PLAIN = 2, /* ChatML without <think> blocks (a template that cannot think) */
 } nx_chat_format;
 
 typedef struct nx_chat_tool_call {
@@ -44,11 +49,18 @@ typedef struct nx_chat_opts {
     size_t n_tools;
 } nx_chat_opts;
 
-/* "chatml" -> NX_CHAT_CHATML; anything else is an error listing the known names. */
+/* "chatml" -> NX_CHAT_CHATML, "chatml-plain" -> NX_CHAT_CHATML_PLAIN; anything else is an
+ * error listing the known names. */
 bool nx_chat_format_from_name(const char *name, nx_chat_format *out, nx_err *err);
-/* Recognises the GGUF's tokenizer.chat_template: a Qwen ChatML template (uses <|im_start|> and
- * <|im_end|>) -> NX_CHAT_CHATML.  Unknown or absent templates are an error that names the
- * chat_format setting. */
+/* The name of a format ("none" for NX_CHAT_NONE). */
+const char *nx_chat_format_name(nx_chat_format fmt);
+/* Whether the format has a thinking block (its prompts may open <think>): the default of
+ * enable_thinking for a model. */
+bool nx_chat_format_thinks(nx_chat_format fmt);
+/* Recognises the GGUF's tokenizer.chat_template: a ChatML template (uses <|im_start|> and
+ * <|im_end|>) -> NX_CHAT_CHATML when it mentions <think> (Qwen3.5's), else
+ * NX_CHAT_CHATML_PLAIN.  Unknown or absent templates are an error that names the chat_format
+ * setting. */
 bool nx_chat_detect(const char *tmpl, size_t len, nx_chat_format *out, nx_err *err);
 
 /* The chat format for a chat_format name (NULL when not given) and a model: the named format

@@ -146,7 +146,7 @@ await check("chat stream n=2 seeded: chunks reassemble per index to the non-stre
     const m = full.choices[k];
     assert.equal(acc[k].roles, 1);
     assert.equal(acc[k].content, m.message.content ?? "");
-    assert.equal(acc[k].reasoning.replace(/[ \n]+$/, ""), m.message.reasoning_content);
+    assert.equal(acc[k].reasoning.replace(/[ \n]+$/, ""), m.message.reasoning_content ?? "");
     assert.equal(acc[k].finish, m.finish_reason);
     assert.deepEqual(acc[k].lp, m.logprobs.content);
   }
