@@ -364,12 +364,19 @@ static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_aft
             }
             nx_srv_req_finish_locked(r, reason, msg[0] ? msg : NULL);
         }
-    } else {
-        pthread_cond_broadcast(&r->cv);
     }
     pthread_mutex_unlock(&r->mu);
     if (finished) slot_release(e, s);
     return finished;
+}
+
+/* After a step's tokens of slot s were emitted and its request goes on: wakes the request's
+ * reader if it streams.  A non-streamed reply's reader waits for `done` only, which
+ * nx_srv_req_finish_locked signals: waking it at every token cost a thread switch per token on
+ * the decoding cores (on 2 cores 4-5x slower decoding than `nextn run`, docs/server.md).  The
+ * wake comes after r->mu is released, so the reader does not block on the mutex at once. */
+static void slot_wake(slot *s) {
+    if (s->state != SLOT_FREE && s->req->stream) pthread_cond_broadcast(&s->req->cv);
 }
 
 /* ---- admission --------------------------------------------------------------------------- */
@@ -676,7 +683,7 @@ static void step_plain(nx_srv_engine *e) {
         s->last = tok;
         if (!cache_push(&e->cache[i], &tok, 1)) s->req->no_cache = true;
         /* the token itself is decoded next iteration: it will occupy position n_past */
-        slot_emit(e, s, tok, nextn_n_past(e->ctx, i) + 1, s->req->n_probs >= 0 ? &lp : NULL);
+        if (!slot_emit(e, s, tok, nextn_n_past(e->ctx, i) + 1, s->req->n_probs >= 0 ? &lp : NULL)) slot_wake(s);
     }
 }
 
@@ -712,7 +719,7 @@ static void step_spec(nx_srv_engine *e) {
         if (!cache_push(&e->cache[i], &first, 1)) s->req->no_cache = true;
         const nextn_logprob *lps = NULL;
         if (s->req->n_probs >= 0 && nextn_spec_last_logprobs(e->spec, i, &lps) != 1) lps = NULL;
-        slot_emit(e, s, first, s->n_fed + 1, lps);
+        if (!slot_emit(e, s, first, s->n_fed + 1, lps)) slot_wake(s);
     }
     bool any = false;
     for (int i = 0; i < e->p.n_slots; i++) {
@@ -737,10 +744,12 @@ static void step_spec(nx_srv_engine *e) {
         nextn_spec_seq_stats(e->spec, i, &s->req->draft_n, &s->req->draft_accepted);
         const nextn_logprob *lps = NULL;
         if (s->req->n_probs >= 0 && nextn_spec_last_logprobs(e->spec, i, &lps) != e->spec_n_out[i]) lps = NULL;
-        for (int32_t k = 0; k < e->spec_n_out[i]; k++) {
+        bool finished = false;
+        for (int32_t k = 0; k < e->spec_n_out[i] && !finished; k++) {
             s->n_fed++;
-            if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1, lps ? &lps[k] : NULL)) break;
+            finished = slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1, lps ? &lps[k] : NULL);
         }
+        if (!finished) slot_wake(s); /* one wake for all the step's tokens */
     }
 }
 
