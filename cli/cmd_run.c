@@ -15,11 +15,6 @@
 
 #define CMD "run"
 
-static void write_text(const char *s, size_t n) {
-    fwrite(s, 1, n, stdout);
-    fflush(stdout);
-}
-
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *tokens_arg = NULL, *chat_format = NULL;
     int32_t n_predict = 128, n_threads = 0, n_ctx = 4096;
@@ -154,28 +149,37 @@ int cmd_run(int argc, char **argv) {
             "presence %.2f, frequency %.2f, seed %llu\n", CMD, sp.temp, sp.top_k, sp.top_p, sp.min_p,
             sp.penalty_repeat, sp.penalty_last_n, sp.penalty_present, sp.penalty_freq, (unsigned long long)seed);
 
+    /* the prompt echo is written by the generation loop, once the generator's lines are out */
+    char *echo = NULL;
+    size_t echo_len = 0;
     if (!no_display_prompt) {
         if (print_ids || !tok) {
-            for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? " " : "", ids[i]);
-            printf(" |"); /* separates the prompt ids from the generated ones */
+            echo = malloc((size_t)n_prompt * 12 + 3);
+            for (int32_t i = 0; echo && i < n_prompt; i++)
+                echo_len += (size_t)sprintf(echo + echo_len, "%s%d", i ? " " : "", ids[i]);
+            if (echo) echo_len += (size_t)sprintf(echo + echo_len, " |"); /* separates the prompt ids from the generated ones */
         } else if (prompt && !chat) {
-            write_text(prompt, strlen(prompt));
+            echo = strdup(prompt);
+            echo_len = echo ? strlen(prompt) : 0;
         } else {
             size_t need = 0;
-            char *buf = NULL;
-            if (nextn_detokenize(tok, ids, n_prompt, chat, NULL, 0, &need, &err) && (buf = malloc(need + 1)) &&
-                nextn_detokenize(tok, ids, n_prompt, chat, buf, need + 1, &need, &err))
-                write_text(buf, need);
-            free(buf);
+            if (nextn_detokenize(tok, ids, n_prompt, chat, NULL, 0, &need, &err) && (echo = malloc(need + 1)) &&
+                nextn_detokenize(tok, ids, n_prompt, chat, echo, need + 1, &need, &err))
+                echo_len = need;
         }
-        fflush(stdout);
+        if (!echo) {
+            fprintf(stderr, "nextn %s: out of memory\n", CMD);
+            goto done;
+        }
     }
 
     /* one generation loop: plain decoding is the speculative generator with drafting off */
     if (spec_choice != 1) spec.use_mtp = false;
     nx_run_spec_opts ro = {.spec = spec, .cp = cp, .sp = sp, .ignore_eos = ignore_eos, .print_ids = print_ids || !tok,
-                           .no_display_prompt = no_display_prompt, .n_predict = n_predict, .plain = spec_choice != 1};
+                           .no_display_prompt = no_display_prompt, .n_predict = n_predict, .plain = spec_choice != 1,
+                           .echo = echo, .echo_len = echo_len};
     status = nx_cli_run_spec(CMD, model, &ro, ids, n_prompt);
+    free(echo);
 done:
     nextn_sampler_free(smp);
     nextn_model_free(model);

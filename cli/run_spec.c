@@ -38,6 +38,10 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
     if (nextn_spec_has_mtp(s) && dv > 0)
         fprintf(stderr, "nextn %s: draft vocabulary: %d tokens (%s%s)\n", cmd, dv,
                 dv_file ? "most frequent in " : "the lowest ids", dv_file ? dv_file : "");
+    if (o->echo) {
+        fwrite(o->echo, 1, o->echo_len, stdout);
+        fflush(stdout);
+    }
     if (tok && !o->print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
         nx_cli_report(cmd, err.msg, NULL);
         goto done;

@@ -14,6 +14,8 @@ typedef struct nx_run_spec_opts {
     bool ignore_eos, print_ids, no_display_prompt;
     int32_t n_predict;
     bool plain;             /* no --spec: spec.use_mtp is false, the figures are plain decoding's */
+    const char *echo;       /* written to stdout before the generated text (the prompt); NULL = none */
+    size_t echo_len;
 } nx_run_spec_opts;
 
 /* Generates from the prompt ids (speculatively unless o->plain), streaming text (or ids) to
