@@ -586,7 +586,7 @@ static void drop_cancelled(nx_srv_engine *e) {
 /* Tests (nx_server_params.test_force): the token slot s emits in place of the generated one.
  * Only the engine writes n_gen, and a request stops at n_forced tokens (slot_emit). */
 static int32_t emitted_token(const slot *s, int32_t tok) {
-    return s->req->forced ? s->req->forced[s->req->n_gen] : tok;
+    return s->req->forced && s->req->n_gen < s->req->n_forced ? s->req->forced[s->req->n_gen] : tok;
 }
 
 /* One iteration: the next part (at most n_batch tokens) of each admitted prompt (decoded alone,
