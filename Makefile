@@ -3,7 +3,7 @@ BUILD       ?= build
 CMAKE_FLAGS ?=
 CTEST_J     ?= 2
 
-.PHONY: all deps build test demo asan fuzz fuzz-short bench clean
+.PHONY: all deps build test test-fast demo asan fuzz fuzz-short bench clean
 
 all: build
 
@@ -16,6 +16,10 @@ build: deps
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j$(CTEST_J)
+
+# unit + parity tests without the slow and npm ones (labels: CMakeLists.txt "tests"); under a minute
+test-fast: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j$(CTEST_J) -L 'unit|parity' -LE 'slow|network'
 
 demo: build
 	@scripts/demo.sh $(BUILD)

@@ -170,16 +170,31 @@ bool nx_parse_token_list(const char *text, int32_t **ids, int32_t *n, char *msg,
         snprintf(msg, msg_len, "out of memory");
         return false;
     }
-    const char *p = text;
+    /* a JSON array: the same list between [ and ] */
+    const char *p = text, *stop = NULL;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (*p == '[') {
+        stop = p + strlen(p);
+        while (stop > p && (stop[-1] == ' ' || stop[-1] == '\t' || stop[-1] == '\n' || stop[-1] == '\r')) stop--;
+        if (stop == p + 1 || stop[-1] != ']') {
+            free(v);
+            snprintf(msg, msg_len, "a list that starts with '[' must end with ']' (a JSON array of token ids)");
+            return false;
+        }
+        stop--;
+        p++;
+    }
     for (;;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n') p++;
-        if (!*p) break;
+        while (p != stop && (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+        if (p == stop || !*p) break;
         char *end;
         errno = 0;
         long long x = strtoll(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n')) {
+        if (end == p || errno || x < 0 || x > INT32_MAX ||
+            (end != stop && *end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
             int item_len = 0;
-            while (p[item_len] && p[item_len] != ',' && p[item_len] != ' ' && item_len < 40) item_len++;
+            while (p + item_len != stop && p[item_len] && p[item_len] != ',' && p[item_len] != ' ' && item_len < 40)
+                item_len++;
             snprintf(msg, msg_len, "item %zu ('%.*s') is not a token id (a non-negative integer)", count + 1, item_len, p);
             free(v);
             return false;

@@ -65,7 +65,9 @@ const nx_arg *nx_args_find(const nx_arg *args, size_t n_args, const char *name);
 /* Prints "nextn CMD: message" on stderr (printf-style) and returns 2 (usage error). */
 int nx_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parses a token id list "12,7,9" (commas and/or blanks).  On success *ids is malloc'ed.
+/* Parses a token id list: "12,7,9", "12 7 9" (commas and/or blanks, newlines), or a JSON array
+ * "[12, 7, 9]" (what `tokenize --ids`-style tools and the server's JSON take) - the one form every
+ * command accepts (--tokens, spec-bench --prompt, tokenize --decode).  On success *ids is malloc'ed.
  * Errors go to msg (naming the bad item and its position). */
 bool nx_parse_token_list(const char *text, int32_t **ids, int32_t *n, char *msg, size_t msg_len);
 

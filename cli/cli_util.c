@@ -194,8 +194,19 @@ void nx_cli_progress_init(nx_cli_progress *p, const char *cmd, const char *item_
     p->cmd = cmd;
     p->item_word = item_word;
     p->unit = unit;
+    p->quiet = quiet;
     p->on = !quiet && isatty(STDERR_FILENO);
     p->t0 = nx_cli_time_s();
+}
+
+void nx_cli_progress_plain(nx_cli_progress *p) {
+    if (p->quiet || p->on) return;
+    const char *e = getenv("NEXTN_PROGRESS_SECONDS");
+    char *end = NULL;
+    const double s = e && *e ? strtod(e, &end) : NX_CLI_PROGRESS_PLAIN_S;
+    p->every = end && (*end || !(s >= 0)) ? NX_CLI_PROGRESS_PLAIN_S : s;
+    p->plain = p->on = true;
+    p->last = p->t0;
 }
 
 static void fmt_amount(char *buf, size_t n, const char *unit, double v) {
@@ -212,7 +223,8 @@ void nx_cli_progress_show(nx_cli_progress *p, uint64_t item, uint64_t n_items, u
     if (!p->on) return;
     const double now = nx_cli_time_s();
     const bool last = total && done >= total;
-    if (p->shown && !last && now - p->last < 0.1) return;
+    if (p->plain && (last || now - p->last < p->every)) return;
+    if (!p->plain && p->shown && !last && now - p->last < 0.1) return;
     p->last = now;
     const double el = now - p->t0, rate = el > 0 ? (double)done / el : 0;
     char a[32], b[32], r[48], eta[32] = "ETA --:--";
@@ -226,14 +238,14 @@ void nx_cli_progress_show(nx_cli_progress *p, uint64_t item, uint64_t n_items, u
     }
     char it[48] = "";
     if (n_items) snprintf(it, sizeof it, "%s %llu/%llu  ", p->item_word, (unsigned long long)item, (unsigned long long)n_items);
-    fprintf(stderr, "\r\033[Knextn %s: %s%s / %s  %s  %s  %.40s%s%s", p->cmd, it, a, b, r, eta, name ? name : "",
-            note ? " -> " : "", note ? note : "");
+    fprintf(stderr, "%snextn %s: %s%s / %s  %s  %s  %.40s%s%s%s", p->plain ? "" : "\r\033[K", p->cmd, it, a, b, r, eta,
+            name ? name : "", note ? " -> " : "", note ? note : "", p->plain ? "\n" : "");
     fflush(stderr);
     p->shown = true;
 }
 
 void nx_cli_progress_end(nx_cli_progress *p) {
-    if (p->on && p->shown) {
+    if (p->on && p->shown && !p->plain) {
         fputs("\r\033[K", stderr);
         fflush(stderr);
     }
@@ -288,6 +300,9 @@ void nx_cli_flag_names(const char *msg, const nx_cli_flag_name *table, char *out
 
 void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *table) {
     char buf[2 * NEXTN_ERROR_MAX];
+    /* a library message may start with its component's name ("serve: ..."): said once when it is the command's */
+    const size_t n = strlen(cmd);
+    if (!strncmp(msg, cmd, n) && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
     nx_cli_flag_names(msg, table ? table : nx_cli_gen_flags, buf, sizeof buf);
     fprintf(stderr, "nextn %s: %s\n", cmd, buf);
 }

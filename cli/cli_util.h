@@ -20,13 +20,19 @@ bool nx_cli_load_model_params(const char *cmd, const char *path, const nextn_mod
 
 /* A progress line on stderr - "nextn CMD: tensor 12/733  1.2/16.0 GB  812.3 MB/s  ETA 0:15  NAME"
  * - redrawn in place at most 10 times a second, only when stderr is a terminal (pipes and CI
- * logs stay quiet).  unit: "MB" (bytes shown in MB/GB) or a word counted as is ("tokens"). */
+ * logs stay quiet).  unit: "MB" (bytes shown in MB/GB) or a word counted as is ("tokens").
+ * nx_cli_progress_plain() (the long-running tools: convert, quantize, mkmodel): when stderr is
+ * not a terminal, the same line is printed as a plain line every NX_CLI_PROGRESS_PLAIN_S seconds
+ * (the environment variable NEXTN_PROGRESS_SECONDS overrides it), so a log shows the tool is alive;
+ * jobs shorter than that print nothing. */
+#define NX_CLI_PROGRESS_PLAIN_S 5.0
 typedef struct nx_cli_progress {
     const char *cmd, *item_word, *unit;
-    bool on, shown;
-    double t0, last;
+    bool on, shown, quiet, plain;
+    double t0, last, every;
 } nx_cli_progress;
 void nx_cli_progress_init(nx_cli_progress *p, const char *cmd, const char *item_word, const char *unit, bool quiet);
+void nx_cli_progress_plain(nx_cli_progress *p);
 void nx_cli_progress_show(nx_cli_progress *p, uint64_t item, uint64_t n_items, uint64_t done, uint64_t total,
                           const char *name, const char *note);
 /* Clears the line (call before printing anything else on stderr, and at the end). */
@@ -151,7 +157,7 @@ extern const nx_cli_flag_name nx_cli_gen_flags[];
 /* msg with every table field replaced by its flag, into out (truncated to cap). */
 void nx_cli_flag_names(const char *msg, const nx_cli_flag_name *table, char *out, size_t cap);
 /* Prints "nextn CMD: MSG" on stderr (a library error or notice), MSG in flag names (table NULL =
- * nx_cli_gen_flags). */
+ * nx_cli_gen_flags); a leading "CMD: " in MSG (the library naming its component) is not repeated. */
 void nx_cli_report(const char *cmd, const char *msg, const nx_cli_flag_name *table);
 
 /* Median / min / max of n values (sorts a copy). */

@@ -103,7 +103,13 @@ int cmd_bench(int argc, char **argv) {
         NX_CLI_KV_ARGS(kv_choice, k_choice, v_choice),
         NX_CLI_LOAD_ARGS(no_huge_reread),
     };
-    int rc = nx_args_parse(CMD, "-m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N]", args, NX_ARGS_LEN(args), argc, argv);
+    int rc = nx_args_parse(CMD,
+                           "-m FILE [-p 512] [-n 128] [-d 0] [-r 5] [-t N]\n"
+                           "       nextn bench --spec mtp -m FILE [spec-bench options]\n\n"
+                           "Prefill (pp) and decode (tg) speed, as llama-bench measures it.\n"
+                           "--spec mtp runs `nextn spec-bench` instead: plain vs MTP speculative decoding (speed,\n"
+                           "acceptance, verify cost) with spec-bench's options (see nextn spec-bench --help).",
+                           args, NX_ARGS_LEN(args), argc, argv);
     if (rc == NX_ARGS_HELP) return 0;
     if (rc != NX_ARGS_OK) return 2;
     if (!model_path) return nx_usage_error(CMD, "missing -m FILE (the model)");

@@ -62,6 +62,7 @@ int cmd_convert(int argc, char **argv) {
     }
     nx_cli_progress ps;
     nx_cli_progress_init(&ps, "convert", "tensor", "MB", quiet);
+    nx_cli_progress_plain(&ps);
     nx_convert_opts o = {.out_type = t, .mtp = mtp, .name = name, .fuse_gate_up_exps = fuse,
                          .progress = nx_cli_progress_tool, .progress_user = &ps};
     nx_err err;

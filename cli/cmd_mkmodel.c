@@ -9,7 +9,7 @@
 #include "convert/mkmodel.h"
 #include "nextn_internal.h"
 
-static const nx_cli_flag_name flags[] = {{"n_vocab", "--vocab"}, {NULL, NULL}};
+static const nx_cli_flag_name flags[] = {{"n_vocab", "--vocab"}, {"n_layers", "--layers"}, {NULL, NULL}};
 
 #define CMD "mkmodel"
 
@@ -64,6 +64,7 @@ int cmd_mkmodel(int argc, char **argv) {
     double t0 = nx_time_s();
     nx_cli_progress pr;
     nx_cli_progress_init(&pr, "mkmodel", "tensor", "MB", false);
+    nx_cli_progress_plain(&pr);
     o.progress = nx_cli_progress_tool;
     o.progress_user = &pr;
     bool ok = nx_mkmodel_write(&o, out, pool, &err);

@@ -14,6 +14,15 @@
 
 #define CMD "quantize"
 
+/* A tensor whose rows do not fit the blocks of the type the rules chose gets another type; say
+ * so as llama-quantize does (the file's size per weight shows the cost at the end). */
+static void on_fallback(void *user, const char *tensor, uint64_t ne0, uint32_t wanted, uint32_t used) {
+    (void)user;
+    const nx_type_traits *t = nx_type_get(wanted);
+    fprintf(stderr, "nextn quantize: %s: rows of %llu are not a multiple of %lld, required for %s - using %s instead\n",
+            tensor, (unsigned long long)ne0, t ? (long long)t->block_size : 0LL, nx_type_name(wanted), nx_type_name(used));
+}
+
 static const nx_cli_flag_name flags[] = {
     {"allow_requantize", "--allow-requantize"},
     {"output_type / token_embd_type", "--output-tensor-type / --token-embedding-type"},
@@ -86,15 +95,26 @@ int cmd_quantize(int argc, char **argv) {
     if (!pool) { nx_imatrix_free(im); nx_cli_report("quantize", err.msg, flags); return 1; }
     nx_cli_progress p;
     nx_cli_progress_init(&p, "quantize", "tensor", "MB", quiet);
+    nx_cli_progress_plain(&p);
+    nx_quant_stats stats = {0};
     nx_quant_opts opts = {.overrides = ov, .n_overrides = n_ov, .imatrix = im, .imatrix_path = imatrix_path,
                           .allow_requantize = allow_requantize, .pure = pure,
                           .has_output_type = output_type != NULL, .has_token_embd_type = token_embd_type != NULL,
-                          .output_type = types[0], .token_embd_type = types[1]};
+                          .output_type = types[0], .token_embd_type = types[1],
+                          .on_fallback = quiet ? NULL : on_fallback, .stats = &stats};
     bool ok = nx_quantize_file_ex(pos[0], pos[1], mix, &opts, pool, nx_cli_progress_tool, &p, &err);
     nx_pool_free(pool);
     nx_imatrix_free(im);
     nx_cli_progress_end(&p);
     if (!ok) { nx_cli_report("quantize", err.msg, flags); return 1; }
-    if (!quiet) fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);
+    if (!quiet) {
+        const double n = stats.n_elements ? (double)stats.n_elements : 1;
+        if (stats.n_fallback)
+            fprintf(stderr, "nextn quantize: %llu of %llu tensors fell back to another type (rows not a multiple of the "
+                    "block, above)\n", (unsigned long long)stats.n_fallback, (unsigned long long)stats.n_tensors);
+        fprintf(stderr, "nextn quantize: size %.2f MiB (%.2f bpw) -> %.2f MiB (%.2f bpw)\n", stats.in_bytes / 1048576.0,
+                8.0 * (double)stats.in_bytes / n, stats.out_bytes / 1048576.0, 8.0 * (double)stats.out_bytes / n);
+        fprintf(stderr, "nextn quantize: wrote %s (%s) in %.2f s\n", pos[1], mix->name, nx_time_s() - p.t0);
+    }
     return 0;
 }

@@ -173,8 +173,8 @@ int cmd_serve(int argc, char **argv) {
     if (no_cache)
         fprintf(stderr, "nextn %s: prompt cache off (--no-cache-prompt)\n", CMD);
     else
-        fprintf(stderr, "nextn %s: prompt cache: up to %d checkpoints per slot (every %d prompt tokens and near each "
-                "prompt's end), %.1f MiB each, %.1f MiB for %d slot%s at most\n", CMD, cs.n_ckpt, ckpt_every,
+        fprintf(stderr, "nextn %s: prompt cache: up to %d checkpoint%s per slot (every %d prompt tokens and near each "
+                "prompt's end), %.1f MiB each, %.1f MiB for %d slot%s at most\n", CMD, cs.n_ckpt, cs.n_ckpt == 1 ? "" : "s", ckpt_every,
                 cs.ckpt_bytes / 1048576.0, (double)cs.ckpt_bytes * cs.n_ckpt * n_slots / 1048576.0, n_slots,
                 n_slots == 1 ? "" : "s");
     int sig = 0;

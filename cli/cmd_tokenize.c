@@ -123,16 +123,25 @@ int cmd_tokenize(int argc, char **argv) {
     if (no_normalize) nx_tokenizer_set_nfc(tok, false);
 
     if (decode) {
-        for (int i = first_arg; i < argc; i++) {
-            char *end;
-            long v = strtol(argv[i], &end, 10);
-            if (*end || end == argv[i] || v < INT32_MIN || v > INT32_MAX) {
-                fprintf(stderr, "nextn tokenize: '%s' is not a token id\n", argv[i]);
-                rc = 2;
-                goto out;
+        /* the arguments, joined by blanks, are one token list (args.h: "1,2,3", "1 2 3", "[1, 2, 3]") */
+        nx_buf list = {0};
+        for (int i = first_arg; i < argc; i++)
+            if (!nx_buf_append(&list, " ", 1, &err) || !nx_buf_append(&list, argv[i], strlen(argv[i]), &err)) {
+                nx_buf_free(&list);
+                goto fail;
             }
-            if (!nx_token_to_piece(tok, (int32_t)v, special, &dec, &err)) goto fail;
+        int32_t *ids = NULL, n_ids = 0;
+        char msg[160];
+        const bool parsed = nx_parse_token_list(list.data ? list.data : "", &ids, &n_ids, msg, sizeof msg);
+        nx_buf_free(&list);
+        if (!parsed) {
+            rc = nx_usage_error("tokenize", "--decode: %s", msg);
+            goto out;
         }
+        bool ok = true;
+        for (int32_t i = 0; ok && i < n_ids; i++) ok = nx_token_to_piece(tok, ids[i], special, &dec, &err);
+        free(ids);
+        if (!ok) goto fail;
         fwrite(dec.data, 1, dec.len, stdout);
         putchar('\n');
         rc = 0;

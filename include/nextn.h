@@ -73,8 +73,8 @@ typedef struct nextn_model_params {
                                 * after loading (its cache was filled in 4 KiB pages, e.g. by read(2)),
                                 * loading drops the cached pages only this model maps and reads them
                                 * again through its mapping, in 2 MiB pages (weights read through 4
-                                * KiB entries decoded 1.5-2.3x slower: docs/BENCHMARKS.md, "the page
-                                * cache's page size").  Set it to skip that second read of the
+                                * KiB entries decoded 1.5-2.3x slower:
+                                * docs/notes/page-cache-page-size.md).  Set it to skip that second read of the
                                 * file (a slow disk, a page cache to keep as it is);
                                 * nextn_model_info.huge_mapped_bytes shows what decode gets */
 } nextn_model_params;

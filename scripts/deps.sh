@@ -29,8 +29,10 @@ fi
 echo "deps: installing ${missing[*]}" >&2
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# another apt/dpkg (unattended-upgrades, a second shell) may hold the lock: wait for it, up to 10 min
+lock=(-o DPkg::Lock::Timeout=600)
+$SUDO apt-get "${lock[@]}" update -qq
+$SUDO apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # the tests run nginx themselves on loopback ports: the system service the package starts (a
 # default site on port 80) is not wanted
 if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then

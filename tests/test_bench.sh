@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # test_bench.sh - `nextn bench` prints pp/tg rows with median/min/max and peak RSS; bad flags fail.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-bench.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 model="$tmp/tiny.gguf"
-"$NEXTN" mkmodel --preset tiny --type f32 --seed 3 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
-    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+tiny_model "$model"
 
 check "bench prints pp and tg rows with three positive rates" \
       '"$NEXTN" bench -m "$model" -p 16 -n 8 -r 3 >"$tmp/o" 2>"$tmp/e" &&
@@ -30,4 +25,6 @@ check "-p 0 -n 0 exits 2" 'out=$("$NEXTN" bench -m "$model" -p 0 -n 0 2>&1); [ $
 check "-r 0 exits 2 with the range" 'out=$("$NEXTN" bench -m "$model" -r 0 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "--repetitions: 0 is outside \[1, 1000\]"'
 check "missing -m exits 2" 'out=$("$NEXTN" bench 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q -- "-m FILE"'
 check "missing model exits 1 naming it" 'out=$("$NEXTN" bench -m "$tmp/nope.gguf" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "nope.gguf"'
+check "--help documents --spec mtp (spec-bench under another name)" \
+      '"$NEXTN" bench --help >"$tmp/o" 2>&1 && grep -q "nextn bench --spec mtp" "$tmp/o" && grep -q "runs .nextn spec-bench. instead" "$tmp/o"'
 exit $fail

@@ -7,11 +7,8 @@
 # re-decoded.  The per-turn log (--verbose) must show that a turn decodes only the tokens after
 # the previous turn's assistant header (where the template's rendering of the history branches
 # from what was generated), and that /clear goes back to the checkpoint after the system prompt.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 render="$NEXTN_SRC/tests/chat_render.js"
 N=16
 export HOME="$tmp" LANG=C.UTF-8

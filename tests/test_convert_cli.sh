@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # test_convert_cli.sh - `nextn convert` from the command line: outputs, --force, --mtp naming, and
 # clear errors (exit 1, message naming the file/key) for broken checkpoints.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-convert-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 A="$NEXTN_SRC/tests/fixtures/hf-qwen35-a"
 B="$NEXTN_SRC/tests/fixtures/hf-qwen35-b"
 MA="$NEXTN_SRC/tests/fixtures/hf-qwen35moe-a"

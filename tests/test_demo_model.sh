@@ -9,14 +9,10 @@
 #  * a seeded sampled request (nextn run --temp 1 --seed 5) gives the same text plain and with
 #    --spec mtp, whatever the draft length, the adaptive cost model (it reads clocks) and the
 #    thread count; several runs of the same command agree.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 fix="$NEXTN_SRC/tests/fixtures/demo-model"
 [ -f "$model" ] || { echo "FAIL: $model is missing"; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-demo.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
 
 check "nextn info loads the model and finds the MTP head" \
       '"$NEXTN" info "$model" >"$tmp/info" 2>&1 && grep -q "nextn_predict_layers" "$tmp/info"'

@@ -3,11 +3,8 @@
 # `nextn run --spec mtp`, `nextn spec-bench` and `nextn bench --spec mtp`: greedy output identical
 # to plain decoding, the file's format, and clear errors for K > vocabulary, a file made for
 # another model (vocabulary size or tokenizer fingerprint), a malformed file, a file without K.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; sed 's/^/  | /' "$tmp/out"; fail=1; else echo "ok: $1"; fi; }
-has() { grep -qF -- "$1" "$tmp/out" || { echo "  missing: $1"; return 1; }; }
+. "$(dirname "$0")/lib.sh"
+check_show="$tmp/out"
 
 "$NEXTN" mkmodel --preset tiny --seed 3 -o "$tmp/full.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel"; exit 1; }
 "$NEXTN" mkmodel --preset tiny --seed 3 --vocab 600 -o "$tmp/v600.gguf" >/dev/null 2>&1 || exit 1

@@ -1,14 +1,9 @@
 #!/usr/bin/env bash
 # test_eval.sh - `nextn eval` writes float32 [n_tokens][n_vocab]; batching does not change rows;
 # errors are clear and leave no partial file.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-eval.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 model="$tmp/tiny.gguf"
-"$NEXTN" mkmodel --preset tiny --type f32 --seed 3 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
-    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+tiny_model "$model"
 nv=512
 
 check "dump has n_tokens x n_vocab float32" \

@@ -3,14 +3,9 @@
 # load a model to decode, and the "weights: N % in 2 MiB pages" line of bench, run and spec-bench:
 # with the flag a model file cached in small folios stays so ("(re-read off)"); without it the
 # load re-reads it into 2 MiB pages where the kernel can (model_load.c, nx_map_prefer_huge).
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-huge.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 model="$tmp/tiny.gguf"
-"$NEXTN" mkmodel --preset tiny --type f32 --seed 3 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
-    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+tiny_model "$model"
 line='weights: [0-9]+ % in 2 MiB pages'
 
 for c in run chat serve bench spec-bench perplexity eval; do

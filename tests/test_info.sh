@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # test_info.sh - `nextn info` on files written by `nextn gguf-sample` (contents known by
 # construction, see cli/cmd_gguf_sample.c), on the llama.cpp-written fixture, and on broken files.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-has() { grep -qF -- "$1" "$tmp/out" || { echo "  missing: $1"; return 1; }; }
+. "$(dirname "$0")/lib.sh"
 
 "$NEXTN" gguf-sample "$tmp/s.gguf" || { echo "FAIL: gguf-sample"; exit 1; }
 check "info exits 0" '"$NEXTN" info "$tmp/s.gguf" >"$tmp/out" 2>&1'

@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # test_mkmodel.sh - `nextn mkmodel`: writes a loadable tiny model, is deterministic, rejects bad options.
-set -u
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 check "tiny q8_0 writes"        '"$NEXTN" mkmodel --preset tiny --type q8_0 --seed 4 -o "$tmp/a.gguf" 2>/dev/null'
 check "same seed, same bytes"   '"$NEXTN" mkmodel --preset tiny --type q8_0 --seed 4 -t 1 -o "$tmp/b.gguf" 2>/dev/null && cmp -s "$tmp/a.gguf" "$tmp/b.gguf"'
 check "info reads it as qwen35" '"$NEXTN" info "$tmp/a.gguf" | grep -q "qwen35.ssm.group_count"'
@@ -21,5 +17,7 @@ check "info: experts and active share" 'grep -q "experts: 8 per layer, 2 routed 
 check "--fuse-gate-up-exps" '"$NEXTN" mkmodel --preset tiny-moe --fuse-gate-up-exps -o "$tmp/f.gguf" 2>/dev/null && "$NEXTN" info "$tmp/f.gguf" | grep -E "blk.4.ffn_gate_up_exps.weight +f32 +\[256, 512, 8\]" >/dev/null'
 check "--fuse-gate-up-exps on a dense preset exits 1" 'out=$("$NEXTN" mkmodel --preset tiny --fuse-gate-up-exps -o "$tmp/x.gguf" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "dense"'
 check "--layers cuts the trunk" '"$NEXTN" mkmodel --preset tiny --layers 3 --no-mtp -o "$tmp/l.gguf" 2>/dev/null && "$NEXTN" info "$tmp/l.gguf" | grep -q "qwen35.block_count  *uint32  *3"'
+check "--layers below the full-attention period exits 1 at once, nothing written" \
+  'out=$("$NEXTN" mkmodel --preset 0.8b --layers 2 -o "$tmp/x.gguf" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q -- "--layers 2: preset .0.8b. has a full-attention layer every 4 layers" && [ ! -e "$tmp/x.gguf" ]'
 check "--layers above the preset exits 1" 'out=$("$NEXTN" mkmodel --preset tiny-moe --layers 9 -o "$tmp/x.gguf" 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "layers 9"'
 exit $fail

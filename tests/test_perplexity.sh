@@ -4,14 +4,9 @@
 # second half is recomputed here with awk (log-sum-exp per row), as are the running values and
 # the +/- estimate.  Then: the same figure for every batching (-b smaller than, equal to and a
 # multiple of -c), text input, and the errors.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-ppl.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 model="$tmp/tiny.gguf"
-"$NEXTN" mkmodel --preset tiny --type f32 --seed 5 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
-    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+tiny_model "$model" --seed 5
 nv=512
 nctx=16
 # 3 chunks of 16 (+ 5 tokens that do not fill a chunk and are ignored)

@@ -7,11 +7,7 @@
 #  2. the demo model quantised to iq4_xs (rows of 128: iq4_nl, q5_1 and q8_0 fallbacks) likewise,
 #     and to q3_k_m (byte identity only).
 # Fixtures and commands: tests/fixtures/README.md (perplexity/).
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-pplq.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 src="${NEXTN_SRC:-.}"
 fx="$src/tests/fixtures/perplexity"
 

@@ -2,10 +2,7 @@
 # test_progress_cli.sh - progress lines where people wait (mkmodel, perplexity, loading a model
 # that is not in the page cache; convert and quantize are checked in their own tests): shown on a
 # terminal (util-linux `script` provides one), absent in a pipe, and never changing the result.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 pty() { # log, command...: runs the command on a pseudo-terminal, its output (both streams) in log
   local log=$1; shift
   script -qec "$(printf '%q ' "$@")" "$log" </dev/null >/dev/null
@@ -20,6 +17,18 @@ check "mkmodel on a terminal: tensor i/N, bytes, MB/s, ETA" \
 check "mkmodel: the last update names the last tensor of N, then the line is cleared" \
   'last=$(tr "\r" "\n" <"$tmp/mk.log" | grep -a "tensor [0-9]*/" | tail -1); [ -n "$last" ] && echo "$last" | grep -qE "tensor ([0-9]+)/\1 " && grep -qa "$(printf "\r\033\\\\[K")nextn mkmodel: wrote" "$tmp/mk.log"'
 check "mkmodel: the same file either way" 'cmp -s "$tmp/a.gguf" "$tmp/b.gguf"'
+
+# not a terminal: the tools print a plain progress line every few seconds (NEXTN_PROGRESS_SECONDS,
+# default 5: the tiny jobs above print none) so a log shows they are alive; -q silences them
+NEXTN_PROGRESS_SECONDS=0 "$NEXTN" mkmodel --preset tiny --seed 7 -o "$tmp/p.gguf" 2>"$tmp/plain.log"
+check "mkmodel in a pipe: plain lines (tensor i/N, MB/s, ETA), no carriage return, same file" \
+  'grep -q "^nextn mkmodel: tensor [0-9]*/[0-9]*  [0-9.]* MB / [0-9.]* MB  [0-9.]* MB/s  ETA" "$tmp/plain.log" && ! grep -q "$(printf "\r")" "$tmp/plain.log" && tail -1 "$tmp/plain.log" | grep -q "wrote" && cmp -s "$tmp/a.gguf" "$tmp/p.gguf"'
+NEXTN_PROGRESS_SECONDS=0 "$NEXTN" convert "$NEXTN_SRC/tests/fixtures/hf-qwen35-a" -o "$tmp/hf.gguf" 2>"$tmp/plain.log"
+check "convert in a pipe: plain lines" 'grep -q "^nextn convert: tensor [0-9]*/[0-9]* .*MB/s  ETA" "$tmp/plain.log"'
+NEXTN_PROGRESS_SECONDS=0 "$NEXTN" quantize "$tmp/a.gguf" "$tmp/aq.gguf" q8_0 2>"$tmp/plain.log"
+check "quantize in a pipe: plain lines with the target type" 'grep -q "^nextn quantize: tensor [0-9]*/[0-9]* .*MB/s  ETA.* -> q8_0" "$tmp/plain.log"'
+NEXTN_PROGRESS_SECONDS=0 "$NEXTN" quantize -q "$tmp/a.gguf" "$tmp/aq2.gguf" q8_0 2>"$tmp/plain.log"
+check "quantize -q: no progress line" '! grep -q "MB/s" "$tmp/plain.log"'
 
 # perplexity: the per-pass line with an ETA always; a live line when stderr is a terminal that
 # stdout (the running values) does not share

@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # test_quantize_cli.sh - `nextn quantize` from the command line: output, --force, usage errors.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-quantize-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 "$NEXTN" convert "$NEXTN_SRC/tests/fixtures/hf-qwen35-a" -o "$tmp/a.gguf" -q || { echo "FAIL: convert"; exit 1; }
 check "quantizes; no progress line in a pipe" '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/q.gguf" q4_k_m -t 2 2>"$tmp/log" && ! grep -q "MB/s" "$tmp/log" && "$NEXTN" info "$tmp/q.gguf" | grep -q q5_0'
 check "progress on a terminal: tensor i/N, MB/s, ETA, target type" \
@@ -20,4 +16,20 @@ check "--pure, --output-tensor-type, --token-embedding-type" '"$NEXTN" quantize 
 check "--output-tensor-type with an unknown type is a usage error" 'out=$("$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 --output-tensor-type q9 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q "output-tensor-type.*q9"'
 check "missing input is an error"   'out=$("$NEXTN" quantize "$tmp/none.gguf" "$tmp/x.gguf" q8_0 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "none.gguf"'
 check "bad -t is a usage error"     '"$NEXTN" quantize "$tmp/a.gguf" "$tmp/x.gguf" q8_0 -t 0 2>/dev/null; [ $? -eq 2 ]'
+# q4_k_m on the demo model (rows of 128 and 384, not multiples of q4_K's 256): every tensor that
+# falls back is named with the wanted and the used type, as llama-quantize does, and the size per
+# weight at the end is the one `nextn info` computes from the output file
+"$NEXTN" quantize "$demo_model" "$tmp/d.gguf" q4_k_m 2>"$tmp/dlog" && "$NEXTN" info "$tmp/d.gguf" >"$tmp/di"
+check "q4_k_m fallbacks are printed per tensor: name, wanted type, used type, why" \
+  'grep -q "^nextn quantize: blk\.0\.ffn_up\.weight: rows of 128 are not a multiple of 256, required for q4_K - using q5_0 instead$" "$tmp/dlog" &&
+   grep -q "^nextn quantize: blk\.0\.ffn_down\.weight: rows of 384 are not a multiple of 256, required for q6_K - using q8_0 instead$" "$tmp/dlog"'
+# every matrix of the output in q5_0 / q8_0 / q5_1 / f16 (no K type fits 128 / 384) is one fallback line
+check "one fallback line per tensor that fell back, and the count" \
+  'n=$(awk "\$3 ~ /^(q5_0|q8_0|q5_1|f16)\$/ && \$2 ~ /weight\$/ && \$2 != \"output.weight\" && \$2 != \"token_embd.weight\"" "$tmp/di" | wc -l) &&
+   [ "$n" -gt 100 ] && [ "$(grep -c " - using .* instead$" "$tmp/dlog")" -eq "$n" ] && grep -q "^nextn quantize: $n of 282 tensors fell back" "$tmp/dlog"'
+check "the resulting bits per weight are printed, equal to info's" \
+  'b=$(sed -n "s/^totals: .*, \([0-9.]*\) bits per weight$/\1/p" "$tmp/di") && [ -n "$b" ] &&
+   grep -q "^nextn quantize: size [0-9.]* MiB (32.00 bpw) -> [0-9.]* MiB ($b bpw)$" "$tmp/dlog"'
+check "-q prints no fallback line" \
+  '"$NEXTN" quantize -q "$demo_model" "$tmp/d2.gguf" q4_k_m 2>"$tmp/dlog2" && [ ! -s "$tmp/dlog2" ]'
 exit $fail

@@ -4,11 +4,7 @@
 # for GGUF and legacy .dat importance matrices, dense and MoE (one row per expert), the imatrix
 # type rules, and the errors.  The importance-matrix paths are relative to the source tree, as
 # they were for llama-quantize: the path is stored in the output (quantize.imatrix.file).
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-qimat-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 cd "$NEXTN_SRC" || exit 1
 fx=tests/fixtures/quantize
 sha() { sha256sum "$1" | cut -d" " -f1; }

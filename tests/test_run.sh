@@ -1,14 +1,9 @@
 #!/usr/bin/env bash
 # test_run.sh - `nextn run` on a tiny synthetic model: output, determinism, greedy == argmax of
 # the logits `nextn eval` dumps (checked here with od + awk), and every error case.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-run.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 model="$tmp/tiny.gguf"
-"$NEXTN" mkmodel --preset tiny --type f32 --seed 3 -o "$model" >/dev/null 2>"$tmp/mk.err" || {
-    echo "FAIL: mkmodel: $(cat "$tmp/mk.err")"; exit 1; }
+tiny_model "$model"
 
 run() { "$NEXTN" run -m "$model" "$@"; }
 

@@ -3,14 +3,9 @@
 # tests/serve_client.mjs): every answer is compared with what `nextn run` prints for the same
 # request (greedy and seeded sampling, chat), plus streaming, parallel slots, stop strings,
 # authentication, error statuses, speculative mode and a clean shutdown on SIGTERM.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
-command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
+need node "scripts/deps.sh installs nodejs"
 
 # expectations from `nextn run` (plain decoding, one sequence at a time)
 run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
@@ -49,10 +44,7 @@ check "nextn run: the seeded sampled text is the same with --spec mtp" \
 # start a server on a free port, wait for its "listening on" line, set $base to its URL
 start() { # log, args...
     local log=$1; shift
-    "$NEXTN" serve -m "$model" --port 0 "$@" >/dev/null 2>"$log" &
-    pids+=($!)
-    for _ in $(seq 200); do grep -q "listening on" "$log" && break; sleep 0.1; done
-    base=$(grep -o 'http://[0-9.]*:[0-9]*' "$log")
+    serve_start "$log" -m "$model" --port 0 "$@"
 }
 
 start "$tmp/serve.log" -np 3 -c 512 --api-key secret --alias demo --max-body 1 -t 2

@@ -5,27 +5,17 @@
 # 3,512-token prefix) goes to a server with the cache and to one without; every answer must be
 # identical and the cached server must reuse what it holds (tests/serve_cache_client.mjs).
 # Plain and --spec mtp.  The prompt-time ratios are printed, not asserted.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-cache.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
-command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
+need node "scripts/deps.sh installs nodejs"
 
 start() { # log, args... ; sets $base
     local log=$1; shift
-    "$NEXTN" serve -m "$model" --port 0 "$@" >/dev/null 2>"$log" &
-    pids+=($!)
-    base=
-    for _ in $(seq 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-    base=$(grep -o 'http://[0-9.]*:[0-9]*' "$log")
+    serve_start "$log" -m "$model" --port 0 "$@"
 }
 stop_all() {
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-    pids=()
 }
 
 for mode in plain spec; do

@@ -3,16 +3,11 @@
 # deploy/nginx.conf (only its ports rewritten).  A burst of 16 greedy requests goes through nginx;
 # one replica is killed (SIGKILL) while it works, later the other is stopped (SIGTERM, after the
 # first came back); every request must still get exactly `nextn run`'s text.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-lb.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "FAIL: nginx is required (scripts/deps.sh installs it)"; exit 1; }
-command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
+need node "scripts/deps.sh installs nodejs"
 
 # expectations from `nextn run`
 run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
@@ -29,12 +24,8 @@ run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
 } >"$tmp/expect.json"
 
 replica() { # log, port -> starts a replica, sets $url and $pid
-  "$NEXTN" serve -m "$model" --port "$2" -np 1 -c 256 -t 1 >/dev/null 2>"$1" &
-  pid=$!
-  pids+=($pid)
-  url=""
-  for _ in $(seq 200); do grep -q "listening on" "$1" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
-  url=$(grep -o 'http://[^ ]*' "$1" | head -1)
+  serve_start "$1" -m "$model" --port "$2" -np 1 -c 256 -t 1
+  url=$base
 }
 replica "$tmp/a.log" 0; url_a=$url; pid_a=$pid
 replica "$tmp/b.log" 0; url_b=$url; pid_b=$pid

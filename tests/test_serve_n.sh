@@ -4,13 +4,8 @@
 # --spec mtp: greedy choices equal `nextn run`, seeded choice k equals an n = 1 request with
 # seed + k, the prompt is decoded once, streams reassemble per index, group admission, 400 above
 # the slot count, a client going away frees every slot.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-n.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 bash "$NEXTN_SRC/tests/openai/setup.sh" || { echo "FAIL: the official openai client could not be installed"; exit 1; }
 
 p="In the beginning God created"
@@ -25,10 +20,7 @@ node -e 'const [p,t,l]=process.argv.slice(1);
 for mode in plain mtp; do
   # a fixed draft length: the drafts of every choice are compared with the n = 1 request's
   extra=(); [ "$mode" = mtp ] && extra=(--spec mtp --no-adaptive)
-  "$NEXTN" serve -m "$model" --port 0 -np 3 -c 4096 -t 1 "${extra[@]}" >/dev/null 2>"$tmp/serve-$mode.log" &
-  pids+=($!)
-  for _ in $(seq 200); do grep -q "listening on" "$tmp/serve-$mode.log" && break; sleep 0.05; done
-  base=$(grep -o 'http://[^ ]*' "$tmp/serve-$mode.log" | head -1)
+  serve_start "$tmp/serve-$mode.log" -m "$model" --port 0 -np 3 -c 4096 -t 1 "${extra[@]}"
   check "$mode server starts" '[ -n "$base" ]'
   [ -n "$base" ] || { cat "$tmp/serve-$mode.log"; exit 1; }
   echo "== $mode"

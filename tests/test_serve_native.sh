@@ -6,14 +6,9 @@
 # X-Api-Key, --cors-origins, --alias lists and --tags, chat prefill / continue_final_message,
 # exceed_context_size_error - and slot files: save, stop the server, start a new one, restore,
 # continue: the continuation equals the uninterrupted generation (`nextn run`), plain and --spec mtp.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-native.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
-command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
+need node "scripts/deps.sh installs nodejs"
 
 # expectations from `nextn run` (plain greedy decoding): 16 tokens, and 28 for the continuation
 run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
@@ -28,10 +23,7 @@ check "expectations made with nextn run" '[ -n "$t16" ] && [ ${#t28} -gt ${#t16}
 
 start() { # log, args...
     local log=$1; shift
-    "$NEXTN" serve -m "$model" --port 0 -t 1 -c 512 --api-key secret "$@" >/dev/null 2>"$log" &
-    pids+=($!)
-    for _ in $(seq 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-    base=$(grep -o 'http://[0-9.]*:[0-9]*' "$log")
+    serve_start "$log" -m "$model" --port 0 -t 1 -c 512 --api-key secret "$@"
 }
 stop() { # the last server: SIGTERM, must exit 0
     local srv=${pids[-1]}

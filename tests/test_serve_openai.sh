@@ -3,13 +3,8 @@
 # into tests/openai/node_modules by tests/openai/setup.sh) against `nextn serve` on the demo
 # model: tests/openai/client.mjs, with expected texts and token ids from `nextn run` and
 # `nextn tokenize`.  (The client's tool loop runs in tests/test_serve_tools.c.)
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-openai.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 bash "$NEXTN_SRC/tests/openai/setup.sh" || { echo "FAIL: the official openai client could not be installed"; exit 1; }
 
 run() { "$NEXTN" run -m "$model" --no-display-prompt -t 1 "$@" 2>/dev/null; }
@@ -22,10 +17,7 @@ node -e 'const [p,t,ids,c]=process.argv.slice(1);
                                        chat:{user:"Who made the earth?",n:24,text:c}}))' "$p" "$text" "$ids" "$chat" >"$tmp/expect.json"
 check "expectations made with nextn run" '[ -n "$text" ] && [ -n "$ids" ] && [ -n "$chat" ]'
 
-"$NEXTN" serve -m "$model" --port 0 -np 2 -c 512 --api-key secret --alias demo -t 1 >/dev/null 2>"$tmp/serve.log" &
-pids+=($!)
-for _ in $(seq 200); do grep -q "listening on" "$tmp/serve.log" && break; sleep 0.05; done
-base=$(grep -o 'http://[^ ]*' "$tmp/serve.log" | head -1)
+serve_start "$tmp/serve.log" -m "$model" --port 0 -np 2 -c 512 --api-key secret --alias demo -t 1
 check "server starts" '[ -n "$base" ]'
 [ -n "$base" ] || { cat "$tmp/serve.log"; exit 1; }
 node "$NEXTN_SRC/tests/openai/client.mjs" "$base" "$tmp/expect.json" || fail=1

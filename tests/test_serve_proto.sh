@@ -5,25 +5,16 @@
 # by default and opt-in with --cors, JSON-only POST bodies, one access-log line per request,
 # --host localhost / ::1, a client that hangs up (running or queued), and SIGTERM with requests
 # running, queued and streaming.
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-serve-proto.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
-command -v node >/dev/null || { echo "FAIL: node is required (scripts/deps.sh installs nodejs)"; exit 1; }
-command -v curl >/dev/null || { echo "FAIL: curl is required (scripts/deps.sh installs it)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
+need node "scripts/deps.sh installs nodejs"
+need curl "scripts/deps.sh installs it"
 js="$NEXTN_SRC/tests/serve_proto.mjs"
 
 # start a server on a free port, wait for its "listening on" line, set $base to its URL
 start() { # log, args...
     local log=$1; shift
-    "$NEXTN" serve -m "$model" --port 0 "$@" >/dev/null 2>"$log" &
-    pids+=($!)
-    base=""
-    for _ in $(seq 200); do grep -q "listening on" "$log" && break; kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.05; done
-    base=$(grep -o 'http://[^ ]*' "$log" | head -1)
+    serve_start "$log" -m "$model" --port 0 "$@"
 }
 # SIGTERM the last server; it must exit 0 (under ASan: no leak, no error report)
 stop() {
@@ -56,15 +47,17 @@ check "--host ::1: listens on http://[::1]:PORT" '[[ "$base" == http://\[::1\]:*
 stop
 
 # ---- --host localhost: every address it names
-start "$tmp/localhost.log" -np 1 -c 64 -t 1 --host localhost
+start "$tmp/localhost.log" -np 1 -c 64 -t 1 --host localhost --ctx-checkpoints 1
 port=${base##*:}
+check "start-up line: 1 checkpoint (singular)" 'grep -q "prompt cache: up to 1 checkpoint per slot" "$tmp/localhost.log"'
 check "--host localhost: answers on 127.0.0.1" '[ -n "$base" ] && curl -fsS "http://127.0.0.1:$port/health" >/dev/null'
 if getent ahosts localhost | grep -q '^::1'; then
   check "--host localhost: answers on ::1 too" 'curl -fsS "http://[::1]:$port/health" >/dev/null'
 fi
 stop
-check "--host with a name that does not resolve: a clear error" \
-  '! "$NEXTN" serve -m "$model" --port 0 --host no-such-host.invalid 2>"$tmp/e" && grep -q "no-such-host.invalid" "$tmp/e"'
+check "--host with a name that does not resolve: a clear error, the command named once" \
+  '! "$NEXTN" serve -m "$model" --port 0 --host no-such-host.invalid 2>"$tmp/e" && grep -q "no-such-host.invalid" "$tmp/e" &&
+   grep -q "^nextn serve: cannot resolve --host .no-such-host.invalid." "$tmp/e"'
 
 # ---- a client that hangs up frees its slot or its place in the queue
 start "$tmp/disc.log" -np 1 -c 8192 -t 1
@@ -81,4 +74,8 @@ if [ -n "$base" ]; then
   check "sigterm: the server exits 0" '! kill -0 "$srv" 2>/dev/null && wait "$srv"; [ $? -eq 0 ]'
   check "sigterm: each failed request is in the access log" '[ "$(grep -c "error=\"server is shutting down" "$tmp/term.log")" -eq 5 ]'
 fi
+# a request cancelled (499) or refused (503) before it generated logs no generation (or prompt) time
+check "access log: no gen_ms on requests that generated nothing" \
+  'grep -Eq " (499|503) .*gen_tokens=0 " "$tmp/disc.log" "$tmp/term.log" && ! grep -E "gen_tokens=0 .*gen_ms=" "$tmp/disc.log" "$tmp/term.log"'
+
 exit $fail

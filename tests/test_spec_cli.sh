@@ -2,11 +2,8 @@
 # test_spec_cli.sh - `nextn spec-bench` and `nextn mtp-extract` on synthetic tiny models: greedy
 # speculative output identical to plain (the command checks it), oracle acceptance 100%, the MTP
 # head found in the model / next to it / given explicitly, and clear errors for bad MTP files.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; sed 's/^/  | /' "$tmp/out"; fail=1; else echo "ok: $1"; fi; }
-has() { grep -qF -- "$1" "$tmp/out" || { echo "  missing: $1"; return 1; }; }
+. "$(dirname "$0")/lib.sh"
+check_show="$tmp/out"
 
 "$NEXTN" mkmodel --preset tiny --seed 3 -o "$tmp/full.gguf" >/dev/null 2>&1 || { echo "FAIL: mkmodel"; exit 1; }
 mkdir "$tmp/dir"

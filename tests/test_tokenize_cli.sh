@@ -4,10 +4,7 @@
 # the test fails if that is impossible).  Expected ids are llama.cpp's test vectors
 # (tests/fixtures/tokenizer/ggml-vocab-qwen2.gguf.out: "Hello world" = 9707 1879) and the
 # vocabulary's own special-token ids.
-set -u
-fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 peer="$NEXTN_BUILD/tokenizer-peer"
 bash "$NEXTN_SRC/tests/peer/setup.sh" "$peer" || { echo "FAIL: tests/peer/setup.sh (node/npm needed)"; exit 1; }
@@ -57,7 +54,7 @@ err() { # name, expected status, expected message fragment, command...
 printf 'ok\xff\xfe' >"$tmp/bad"
 err "invalid UTF-8 text" 1 "not valid UTF-8: bad byte 0xFF at offset 2" "$NEXTN" tokenize -m "$v" -f "$tmp/bad"
 err "id out of range" 1 "token id 151669 is out of range" "$NEXTN" tokenize -m "$v" --decode 151669
-err "not an id" 2 "'x1' is not a token id" "$NEXTN" tokenize -m "$v" --decode x1
+err "not an id" 2 "--decode: item 1 ('x1') is not a token id" "$NEXTN" tokenize -m "$v" --decode x1
 err "missing -m" 2 "-m FILE is required" "$NEXTN" tokenize hello
 err "no text" 2 "no text given" "$NEXTN" tokenize -m "$v"
 err "missing file" 1 "cannot open" "$NEXTN" tokenize -m "$tmp/nope.gguf" hi

@@ -4,24 +4,15 @@
 # on the demo model and checks that what the page shows equals the API's answer to the same
 # request; also the page's HTTP headers, HEAD, and --no-webui.  Chromium and node come from
 # scripts/deps.sh; a missing browser fails the test (it is never skipped).
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-webui.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 chromium=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$chromium" ] || { echo "FAIL: $chromium not found (scripts/deps.sh installs Debian's chromium)"; exit 1; }
 bash "$NEXTN_SRC/tests/webui/setup.sh" || { echo "FAIL: playwright-core could not be installed"; exit 1; }
 
 start() { # log, args...
     local log=$1; shift
-    "$NEXTN" serve -m "$model" --port 0 --chat-format chatml "$@" >/dev/null 2>"$log" &
-    pids+=($!)
-    base=""
-    for _ in $(seq 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-    base=$(grep -o 'http://[0-9.]*:[0-9]*' "$log")
+    serve_start "$log" -m "$model" --port 0 --chat-format chatml "$@"
 }
 
 start "$tmp/serve.log" -np 2 -c 1024 -t 2

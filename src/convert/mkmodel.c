@@ -75,6 +75,10 @@ bool nx_mk_hparams(const nx_mk_options *o, nx_hparams *hp, bool *tied, nx_err *e
         return nx_fail(err, "n_vocab %u out of range (%d..%u)", hp->n_vocab, 256 + N_SPECIAL, MAX_VOCAB);
     for (uint32_t i = 0; i < hp->n_layer_all; i++)
         hp->recurrent[i] = i < L && (i + 1) % p->interval != 0;
+    /* the loader refuses a trunk without attention: say so before anything is written */
+    if (L < p->interval)
+        return nx_fail(err, "n_layers %u: preset '%s' has a full-attention layer every %u layers and the trunk "
+                       "needs one (n_layers >= %u)", L, o->preset, p->interval, p->interval);
     *tied = o->tie < 0 ? p->tied : o->tie != 0;
     return nx_hparams_finish(hp, o->preset, err);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
 #include <regex.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -48,7 +49,18 @@ const nx_quant_mix *nx_quant_mix_find(const char *name) {
     return NULL;
 }
 
-const char *nx_quant_mix_names(void) { return "q8_0, q4_0, q5_0, q4_1, q5_1, q6_k, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, iq4_nl, iq4_xs, f16, bf16, f32"; }
+/* "q8_0, q4_0, ...": the names of the table above, in its order (built once). */
+static char mix_names[24 * NX_ARRAY_LEN(mixes)];
+static pthread_once_t mix_names_once = PTHREAD_ONCE_INIT;
+static void build_mix_names(void) {
+    size_t o = 0;
+    for (size_t i = 0; i < NX_ARRAY_LEN(mixes) && o < sizeof mix_names; i++)
+        o += (size_t)snprintf(mix_names + o, sizeof mix_names - o, "%s%s", i ? ", " : "", mixes[i].name);
+}
+const char *nx_quant_mix_names(void) {
+    pthread_once(&mix_names_once, build_mix_names);
+    return mix_names;
+}
 
 /* ---- the rule tables ------------------------------------------------------------------------
  * Keep table: tensors never quantised (llama.cpp's tensor_allows_quantization, the entries that
@@ -170,7 +182,8 @@ static const struct { uint32_t from, to; } fallbacks[] = {
     {NX_TYPE_Q5_K, NX_TYPE_Q5_1}, {NX_TYPE_Q6_K, NX_TYPE_Q8_0}, {NX_TYPE_IQ4_XS, NX_TYPE_IQ4_NL},
 };
 
-static uint32_t fallback(uint32_t type, uint64_t ne0) {
+static uint32_t fallback(nx_qstate *s, uint32_t type, uint64_t ne0) {
+    s->wanted = type;
     if (ne0 % (uint64_t)block_of(type) == 0) return type;
     uint32_t f = NX_QTYPE_NONE;
     for (size_t i = 0; i < NX_ARRAY_LEN(fallbacks); i++)
@@ -201,17 +214,17 @@ void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *na
 }
 
 uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint64_t ne0, uint32_t cur_type) {
-    if (!allows_quantization(name, n_dims)) return cur_type;
+    if (!allows_quantization(name, n_dims)) return s->wanted = cur_type;
     /* explicit types for the embeddings and the head: as given, no fallback (llama.cpp) */
-    if (s->token_embd_type != NX_QTYPE_NONE && !strcmp(name, "token_embd.weight")) return s->token_embd_type;
-    if (s->output_type != NX_QTYPE_NONE && !strcmp(name, "output.weight")) return s->output_type;
-    if (!is_quantized(s->mix->base_type)) return s->mix->base_type;
+    if (s->token_embd_type != NX_QTYPE_NONE && !strcmp(name, "token_embd.weight")) return s->wanted = s->token_embd_type;
+    if (s->output_type != NX_QTYPE_NONE && !strcmp(name, "output.weight")) return s->wanted = s->output_type;
+    if (!is_quantized(s->mix->base_type)) return s->wanted = s->mix->base_type;
     /* --tensor-type overrides: the first matching pattern decides; the rules (and their
      * counters) are skipped for that tensor, only the block-size fallback applies (llama.cpp) */
     for (size_t i = 0; i < s->n_overrides; i++)
-        if (regexec(&s->override_re[i], name, 0, NULL, 0) == 0) return fallback(s->overrides[i].type, ne0);
+        if (regexec(&s->override_re[i], name, 0, NULL, 0) == 0) return fallback(s, s->overrides[i].type, ne0);
     const uint32_t base = s->mix->base_type;
-    if (s->pure) return fallback(base, ne0);
+    if (s->pure) return fallback(s, base, ne0);
     uint32_t t = base;
     qcat c = category(name);
     if (c == CAT_OUTPUT || (s->tied && c == CAT_TOKEN_EMBD)) {
@@ -246,7 +259,7 @@ uint32_t nx_qstate_choose(nx_qstate *s, const char *name, uint32_t n_dims, uint6
         if (c == CAT_ATTN_V || c == CAT_ATTN_QKV) s->i_attn_v++;
         if (c == CAT_FFN_DOWN) s->i_ffn_down++;
     }
-    return fallback(t, ne0);
+    return fallback(s, t, ne0);
 }
 
 /* ---- processing order ------------------------------------------------------------------------
@@ -494,6 +507,18 @@ static bool quantize_file(const char *in_path, const char *out_path, const nx_qu
                          (unsigned long long)ts[i].src->ne[0], nx_type_name(mix->base_type),
                          (long long)block_of(mix->base_type), nx_type_name(mix->base_type));
             break;
+        }
+        if (ts[i].type != qs.wanted) {
+            if (opts->on_fallback) opts->on_fallback(opts->fallback_user, ts[i].name, ts[i].src->ne[0], qs.wanted, ts[i].type);
+            if (opts->stats) opts->stats->n_fallback++;
+        }
+        if (opts->stats) {
+            size_t row = 0;
+            nx_quant_stats *st = opts->stats;
+            st->n_tensors++;
+            st->n_elements += ts[i].src->ne[0] * ts[i].rows;
+            st->in_bytes += ts[i].src->nbytes;
+            if (nx_row_size(ts[i].type, (int64_t)ts[i].src->ne[0], &row, NULL)) st->out_bytes += (uint64_t)row * ts[i].rows;
         }
         const nx_type_traits *to = nx_type_get(ts[i].type);
         if (ts[i].type != ts[i].src->type && (!to || !to->from_float))

@@ -86,7 +86,19 @@ typedef struct nx_quant_opts {
      * so their rows must fit its block (an error names the tensor otherwise). */
     bool has_output_type, has_token_embd_type;
     uint32_t output_type, token_embd_type;
+    /* Optional report (both may be NULL).  on_fallback is called, before anything is written,
+     * for every tensor whose rows (ne0 elements) are not a multiple of the block of the type the
+     * rules chose (wanted), with the type it gets instead (used: the fallback type, or F16);
+     * stats receives the element count and the input / output tensor bytes of the whole file
+     * (bits per weight = 8 * bytes / elements). */
+    void (*on_fallback)(void *user, const char *tensor, uint64_t ne0, uint32_t wanted, uint32_t used);
+    void *fallback_user;
+    struct nx_quant_stats *stats;
 } nx_quant_opts;
+typedef struct nx_quant_stats {
+    uint64_t n_tensors, n_fallback; /* tensors; those that fell back (on_fallback's calls) */
+    uint64_t n_elements, in_bytes, out_bytes;
+} nx_quant_stats;
 bool nx_quantize_file_ex(const char *in_path, const char *out_path, const nx_quant_mix *mix,
                          const nx_quant_opts *opts, nx_pool *pool, nx_progress_fn progress, void *progress_user,
                          nx_err *err);
@@ -106,6 +118,7 @@ typedef struct nx_qstate {
     bool has_imatrix;                   /* set after init: the imatrix rules apply */
     bool pure;                          /* set after init: nx_quant_opts.pure */
     uint32_t output_type, token_embd_type; /* nx_quant_opts's; NX_QTYPE_NONE after init */
+    uint32_t wanted;                    /* out: the last choice before the block-size fallback */
 } nx_qstate;
 
 void nx_qstate_init(nx_qstate *s, const nx_quant_mix *mix, const char *const *names, size_t n, uint32_t block_count);

@@ -301,7 +301,7 @@ bool nx_gguf_add_tensor_parts(nx_gguf_writer *w, const char *name, uint32_t type
 /* The output goes through one 4096-aligned staging buffer to a raw descriptor.  When the file
  * system allows it the descriptor is switched to O_DIRECT, so the (possibly many-GB) data section
  * bypasses the page cache: copying output into the page cache was most of the converter's time
- * (docs/BENCHMARKS.md).  O_DIRECT writes must be multiples of the block size from aligned memory,
+ * (docs/BENCHMARKS.md, the converter row).  O_DIRECT writes must be multiples of the block size from aligned memory,
  * which full staging buffers are; the final partial buffer is written after switching back to
  * buffered mode.  File systems that refuse O_DIRECT (tmpfs) simply stay buffered. */
 #define OUT_STAGE_BYTES ((size_t)8 << 20)

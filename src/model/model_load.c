@@ -146,7 +146,7 @@ static void populate(uintptr_t a, size_t n) {
  * a mapping comes in as such folios on current kernels (MADV_HUGEPAGE asks for it where mapped
  * readahead needs the hint); a file read in by read(2) (`cat FILE`) mostly does not, and stays
  * so while it is cached.  Reading weights through 4 KiB entries made decode 1.5-18x slower on
- * the VM of docs/BENCHMARKS.md ("the page cache's page size"), in llama.cpp as well.  So after
+ * the VM of docs/notes/page-cache-page-size.md, in llama.cpp as well.  So after
  * the prefault, when less than half of a large file's data is mapped with 2 MiB entries, the
  * cached pages are dropped and read again through the mapping: first a 4 MiB probe window, then
  * the rest only if the probe came back 2 MiB-mapped (a kernel or file system without large

@@ -78,8 +78,8 @@ static inline __attribute__((always_inline)) void hsum256_x4(const __m512 *a, fl
  * of the streaming read).  A prefetch never faults, so running past the end of the row (into
  * the next row, or past the tensor at the very end) is harmless.  With 4 KiB-mapped weights 2, 4
  * and 8 KB ahead measured the same within noise; with the weights in 2 MiB pages (the loader sees
- * to it, model_load.c) 8 KB is faster than 4 KB on every K-quant file (docs/BENCHMARKS.md,
- * thirteenth session: decode +5-8 % at two threads, +1-6 % at one; 12 and 16 KB no better than
+ * to it, model_load.c) 8 KB is faster than 4 KB on every K-quant file (docs/notes/q4k-kernel.md,
+ * "Prefetch distance": decode +5-8 % at two threads, +1-6 % at one; 12 and 16 KB no better than
  * 8).  The non-temporal hint was slower. */
 #define K_PREFETCH_AHEAD 8192
 

@@ -1446,11 +1446,13 @@ static void log_request(nx_server *s, conn *cn) {
         }
         pthread_mutex_lock(&r->mu);
         const double q = r->t_start > 0 ? (r->t_start - r->t_submit) * 1e3 : 0;
-        const double pm = r->t_first > 0 ? (r->t_first - r->t_start) * 1e3 : 0;
-        const double gm = r->t_first > 0 && r->t_end >= r->t_first ? (r->t_end - r->t_first) * 1e3 : 0;
-        n += snprintf(line + n, sizeof line - (size_t)n,
-                      " prompt_tokens=%d gen_tokens=%d queue_ms=%.1f prompt_ms=%.1f gen_ms=%.1f", r->n_prompt,
-                      r->n_gen + gen_others, q, pm, gm);
+        n += snprintf(line + n, sizeof line - (size_t)n, " prompt_tokens=%d gen_tokens=%d queue_ms=%.1f", r->n_prompt,
+                      r->n_gen + gen_others, q);
+        /* the prompt and generation times only when those phases happened (not on a 499/503 before them) */
+        if (r->t_first > 0)
+            n += snprintf(line + n, sizeof line - (size_t)n, " prompt_ms=%.1f", (r->t_first - r->t_start) * 1e3);
+        if (r->t_first > 0 && r->t_end >= r->t_first)
+            n += snprintf(line + n, sizeof line - (size_t)n, " gen_ms=%.1f", (r->t_end - r->t_first) * 1e3);
         if (r->n_group) n += snprintf(line + n, sizeof line - (size_t)n, " choices=%d", (int)r->n_group + 1);
         if (r->n_cache) n += snprintf(line + n, sizeof line - (size_t)n, " cache_tokens=%d", r->n_cache);
         if (r->draft_n)
