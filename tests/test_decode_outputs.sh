@@ -12,17 +12,12 @@
 #
 #   bash tests/test_decode_outputs.sh            compare (NEXTN, NEXTN_SRC from ctest)
 #   bash tests/test_decode_outputs.sh --record   rewrite the fixture (only before such a change)
-set -u
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; else echo "ok: $1"; fi; }
 NEXTN_SRC=${NEXTN_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 NEXTN=${NEXTN:-$NEXTN_SRC/build/nextn}
-model="$NEXTN_SRC/models/nextn-demo.gguf"
+. "$(dirname "$0")/lib.sh"
+model=$demo_model
 fix="$NEXTN_SRC/tests/fixtures/demo-model/decode"
 record=0; [ "${1:-}" = --record ] && record=1
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nextn-test-decode.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 [ $record -eq 1 ] && mkdir -p "$fix"
 
 # case NAME FILE: FILE holds the bytes generated for case NAME
@@ -75,10 +70,7 @@ EOF
 }
 for mode in plain mtp; do
     spec=(); [ "$mode" = mtp ] && spec=(--spec mtp)
-    "$NEXTN" serve -m "$model" --port 0 -np 2 -c 1024 -t 2 "${spec[@]}" >/dev/null 2>"$tmp/serve-$mode.log" &
-    pids+=($!)
-    for _ in $(seq 200); do grep -q "listening on" "$tmp/serve-$mode.log" && break; sleep 0.05; done
-    base=$(grep -o 'http://[^ ]*' "$tmp/serve-$mode.log" | head -1)
+    serve_start "$tmp/serve-$mode.log" -m "$model" --port 0 -np 2 -c 1024 -t 2 "${spec[@]}"
     check "$mode server starts" '[ -n "$base" ]'
     [ -n "$base" ] || { cat "$tmp/serve-$mode.log"; exit 1; }
     post() { curl -s --max-time 60 "$base$1" -H 'Content-Type: application/json' -d "$2" >"$tmp/reply"; }
@@ -98,6 +90,6 @@ for mode in plain mtp; do
     post /v1/chat/completions '{"messages": [{"role": "user", "content": "Who made the earth?"}], "max_tokens": 40, "temperature": 1, "seed": 3}'
     extract chat "$tmp/reply" >"$tmp/out" || { echo "FAIL: serve $mode chat: $(head -c 300 "$tmp/reply")"; fail=1; }
     case_out "serve-$mode-chat.txt" "$tmp/out"
-    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null
+    kill "$pid"; wait "$pid" 2>/dev/null
 done
 exit $fail
