@@ -14,12 +14,6 @@
 #include "run_spec.h"
 
 #define CMD "run"
-#define RUN_BATCH 512 /* prompt tokens per forward call: bounds activation scratch */
-
-static void write_text(const char *s, size_t n) {
-    fwrite(s, 1, n, stdout);
-    fflush(stdout);
-}
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *tokens_arg = NULL, *chat_format = NULL;
@@ -82,9 +76,7 @@ int cmd_run(int argc, char **argv) {
     }
 
     nextn_model *model = NULL;
-    nextn_context *ctx = NULL;
     nextn_sampler *smp = NULL;
-    nextn_stream *stream = NULL;
     nextn_error err;
     int status = 1;
     nextn_model_params mp = nextn_model_default_params();
@@ -151,12 +143,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_seq = 1;
     cp.n_threads = n_threads;
     nx_cli_kv_types(kv_choice, k_choice, v_choice, &cp);
-    if (spec_choice != 1) { /* speculative decoding creates its own target context (with rollback slots) */
-        if (!nx_cli_create_context(CMD, model, &cp, &ctx)) goto done;
-        nextn_memory mem;
-        nextn_context_memory(ctx, &mem);
-        nx_cli_print_memory(CMD, &mem, &cp);
-    }
+    /* the sampler parameters are checked here, with the CLI's own error, before anything is built */
     if (!nx_cli_sampler_seq(CMD, sampler_seq, &sp) || !nx_cli_dry_breakers(CMD, model, &sp, &dry)) goto done;
     if (!nextn_sampler_create(&smp, model, &sp, &err)) {
         nx_cli_report(CMD, err.msg, NULL);
@@ -165,110 +152,40 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "nextn %s: sampling: temp %.2f, top-k %d, top-p %.3f, min-p %.3f, repeat %.2f (last %d), "
             "presence %.2f, frequency %.2f, seed %llu\n", CMD, sp.temp, sp.top_k, sp.top_p, sp.min_p,
             sp.penalty_repeat, sp.penalty_last_n, sp.penalty_present, sp.penalty_freq, (unsigned long long)seed);
-    if (tok && !print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
-        nx_cli_report(CMD, err.msg, NULL);
-        goto done;
-    }
 
+    /* the prompt echo is written by the generation loop, once the generator's lines are out */
+    char *echo = NULL;
+    size_t echo_len = 0;
     if (!no_display_prompt) {
         if (print_ids || !tok) {
-            for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? " " : "", ids[i]);
-            printf(" |"); /* separates the prompt ids from the generated ones */
+            echo = malloc((size_t)n_prompt * 12 + 3);
+            for (int32_t i = 0; echo && i < n_prompt; i++)
+                echo_len += (size_t)sprintf(echo + echo_len, "%s%d", i ? " " : "", ids[i]);
+            if (echo) echo_len += (size_t)sprintf(echo + echo_len, " |"); /* separates the prompt ids from the generated ones */
         } else if (prompt && !chat) {
-            write_text(prompt, strlen(prompt));
+            echo = strdup(prompt);
+            echo_len = echo ? strlen(prompt) : 0;
         } else {
             size_t need = 0;
-            char *buf = NULL;
-            if (nextn_detokenize(tok, ids, n_prompt, chat, NULL, 0, &need, &err) && (buf = malloc(need + 1)) &&
-                nextn_detokenize(tok, ids, n_prompt, chat, buf, need + 1, &need, &err))
-                write_text(buf, need);
-            free(buf);
+            if (nextn_detokenize(tok, ids, n_prompt, chat, NULL, 0, &need, &err) && (echo = malloc(need + 1)) &&
+                nextn_detokenize(tok, ids, n_prompt, chat, echo, need + 1, &need, &err))
+                echo_len = need;
         }
-        fflush(stdout);
-    }
-
-    if (spec_choice == 1) {
-        nx_run_spec_opts ro = {.spec = spec, .cp = cp, .sp = sp, .ignore_eos = ignore_eos, .print_ids = print_ids || !tok,
-                               .no_display_prompt = no_display_prompt, .n_predict = n_predict};
-        status = nx_cli_run_spec(CMD, model, &ro, ids, n_prompt);
-        goto done;
-    }
-
-    for (int32_t i = 0; i < n_prompt; i++)
-        if (!nextn_sampler_accept(smp, ids[i], &err)) {
-            nx_cli_report(CMD, err.msg, NULL);
+        if (!echo) {
+            fprintf(stderr, "nextn %s: out of memory\n", CMD);
             goto done;
         }
-
-    double t0 = nx_cli_time_s();
-    int32_t last_row = 0;
-    if (!nx_cli_prefill(CMD, ctx, ids, n_prompt, 0, 0, RUN_BATCH, &last_row)) goto done;
-    double t_prompt = nx_cli_time_s() - t0;
-    const float *logits = nextn_get_logits(ctx, last_row);
-
-    int32_t n_gen = 0, pos = n_prompt;
-    bool stopped_eog = false, ctx_full = false;
-    t0 = nx_cli_time_s();
-    while (n_gen < n_predict) {
-        int32_t t;
-        if (!nextn_sampler_sample(smp, logits, &t, &err) || !nextn_sampler_accept(smp, t, &err)) {
-            fputc('\n', stderr);
-            nx_cli_report(CMD, err.msg, NULL);
-            goto done;
-        }
-        if (!ignore_eos && tok && nextn_token_is_eog(tok, t)) {
-            stopped_eog = true;
-            break;
-        }
-        n_gen++;
-        if (stream) {
-            const char *s;
-            size_t n;
-            if (!nextn_stream_push(stream, t, &s, &n, &err)) {
-                fputc('\n', stderr);
-                nx_cli_report(CMD, err.msg, NULL);
-                goto done;
-            }
-            write_text(s, n);
-        } else {
-            /* ids separated by single spaces, no leading space without a prompt echo */
-            printf(n_gen > 1 || !no_display_prompt ? " %d" : "%d", t);
-            fflush(stdout);
-        }
-        if (n_gen == n_predict) break;
-        if (pos >= n_ctx) {
-            ctx_full = true;
-            break;
-        }
-        nextn_batch b = {.n_tokens = 1, .token = &t, .pos = &pos, .seq_id = NULL, .logits = NULL};
-        if (!nextn_decode(ctx, &b, &err)) {
-            fputc('\n', stderr);
-            nx_cli_report(CMD, err.msg, NULL);
-            goto done;
-        }
-        pos++;
-        logits = nextn_get_logits(ctx, 0);
     }
-    double t_gen = nx_cli_time_s() - t0;
-    if (stream) {
-        const char *s;
-        size_t n;
-        if (nextn_stream_flush(stream, &s, &n, &err)) write_text(s, n);
-    }
-    printf("\n");
-    fflush(stdout);
-    if (stopped_eog) fprintf(stderr, "nextn %s: stopped at an end-of-generation token\n", CMD);
-    if (ctx_full) fprintf(stderr, "nextn %s: stopped: the context is full (n_ctx = %d)\n", CMD, n_ctx);
-    fprintf(stderr, "nextn %s: prompt %d tokens in %.3f s (%.2f tokens/s)\n", CMD, n_prompt, t_prompt,
-            t_prompt > 0 ? n_prompt / t_prompt : 0.0);
-    fprintf(stderr, "nextn %s: generation %d tokens in %.3f s (%.2f tokens/s)\n", CMD, n_gen, t_gen,
-            t_gen > 0 ? n_gen / t_gen : 0.0);
-    fprintf(stderr, "nextn %s: peak memory (RSS) %.1f MiB\n", CMD, nx_cli_peak_rss_bytes() / NX_MIB);
-    status = 0;
+
+    /* one generation loop: plain decoding is the speculative generator with drafting off */
+    if (spec_choice != 1) spec.use_mtp = false;
+    nx_run_spec_opts ro = {.spec = spec, .cp = cp, .sp = sp, .ignore_eos = ignore_eos, .print_ids = print_ids || !tok,
+                           .no_display_prompt = no_display_prompt, .n_predict = n_predict, .plain = spec_choice != 1,
+                           .echo = echo, .echo_len = echo_len};
+    status = nx_cli_run_spec(CMD, model, &ro, ids, n_prompt);
+    free(echo);
 done:
-    nextn_stream_free(stream);
     nextn_sampler_free(smp);
-    nextn_context_free(ctx);
     nextn_model_free(model);
     nextn_dry_seqs_free(&dry);
     free(ids);

@@ -1,6 +1,10 @@
-/* run_spec.c - `nextn run --spec mtp`: the generation loop over the speculative generator
- * (include/nextn.h, nextn_spec_*).  Tokens of a step after an end-of-generation token are not
- * shown (the step may have produced them, the output stops at the EOG like plain decoding). */
+/* run_spec.c - the generation loop of `nextn run`, plain and `--spec mtp` alike: the speculative
+ * generator (include/nextn.h, nextn_spec_*), which decodes plainly (one token per step, no MTP
+ * head, no rollback slots) when use_mtp is false.  Tokens of a step after an end-of-generation
+ * token are not shown (the step may have produced them, the output stops at the EOG).  The
+ * context is full when the last emitted token cannot be decoded any more (its position is
+ * n_ctx): a step decodes the last emitted token and its drafts, the generator caps the drafts
+ * by the room left. */
 #include "run_spec.h"
 
 #include <stdio.h>
@@ -20,7 +24,11 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
         nx_cli_report(cmd, err.msg, NULL);
         return 1;
     }
-    if (!nextn_spec_has_mtp(s))
+    if (o->plain) {
+        nextn_memory mem;
+        nextn_spec_memory(s, &mem);
+        nx_cli_print_memory(cmd, &mem, &o->cp);
+    } else if (!nextn_spec_has_mtp(s))
         nx_cli_report(cmd, nextn_spec_notice(s), NULL);
     else
         fprintf(stderr, "nextn %s: speculative decoding: MTP head from %s, draft-max %d%s\n", cmd,
@@ -30,6 +38,10 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
     if (nextn_spec_has_mtp(s) && dv > 0)
         fprintf(stderr, "nextn %s: draft vocabulary: %d tokens (%s%s)\n", cmd, dv,
                 dv_file ? "most frequent in " : "the lowest ids", dv_file ? dv_file : "");
+    if (o->echo) {
+        fwrite(o->echo, 1, o->echo_len, stdout);
+        fflush(stdout);
+    }
     if (tok && !o->print_ids && !nextn_stream_create(&stream, tok, false, &err)) {
         nx_cli_report(cmd, err.msg, NULL);
         goto done;
@@ -73,8 +85,8 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
         }
         fflush(stdout);
         if (stopped_eog || n_gen >= o->n_predict) break;
-        pos += n_step;
-        if (pos >= o->cp.n_ctx) {
+        pos += n_step; /* the last emitted token goes to position pos - 1 */
+        if (pos > o->cp.n_ctx) {
             ctx_full = true;
             break;
         }
@@ -110,7 +122,10 @@ int nx_cli_run_spec(const char *cmd, const nextn_model *model, const nx_run_spec
                 tot > 0 ? 100 * st.t_verify / tot : 0.0, tot > 0 ? 100 * st.t_accept / tot : 0.0);
     nextn_memory mem;
     nextn_spec_memory(s, &mem);
-    fprintf(stderr, "nextn %s: memory: KV %.1f MiB (target + MTP), recurrent state %.1f MiB (with rollback slots), "
+    if (o->plain)
+        fprintf(stderr, "nextn %s: peak memory (RSS) %.1f MiB\n", cmd, nx_cli_peak_rss_bytes() / NX_MIB);
+    else
+        fprintf(stderr, "nextn %s: memory: KV %.1f MiB (target + MTP), recurrent state %.1f MiB (with rollback slots), "
             "peak RSS %.1f MiB\n", cmd, mem.kv_bytes / NX_MIB, mem.state_bytes / NX_MIB,
             nx_cli_peak_rss_bytes() / NX_MIB);
     status = 0;

@@ -50,10 +50,7 @@ typedef struct slot_op {
 typedef struct slot {
     slot_state state;
     nx_srv_req *req;        /* engine's reference while busy */
-    int32_t n_fed;          /* prompt tokens decoded so far (plain mode) */
-    int32_t last;           /* last sampled token, next to be decoded (plain mode) */
-    int32_t row;            /* batch row whose logits this slot samples from, -1 none */
-    nextn_sampler *smp;     /* plain mode */
+    int32_t n_fed;          /* positions its sequence holds once the tokens emitted so far are decoded */
     nextn_stream *detok;
     nx_srv_req *lead;       /* SLOT_SHARE: the first choice of its request (own reference) */
 } slot;
@@ -62,16 +59,12 @@ struct nx_srv_engine {
     const nextn_model *model;
     const nextn_tokenizer *tok;
     nx_srv_engine_params p;
-    nextn_context *ctx;     /* plain mode: one sequence per slot */
     slot *slots;
-    /* batch arrays, n_batch rows */
-    int32_t *b_tok, *b_pos, *b_seq;
-    int8_t *b_logits;
     slot_cache *cache;      /* [n_slots], survives the requests (slot itself is reset per request) */
     uint64_t n_admitted;
     nx_srv_cache_stats cst; /* under mu */
     int32_t im_start;       /* the <|im_start|> token id, -1 if the vocabulary has none */
-    nextn_spec *spec;       /* speculative mode: one generator, one sequence per slot */
+    nextn_spec *spec;       /* the generator (use_mtp false in plain mode), one sequence per slot */
     int32_t spec_stride;    /* tokens one sequence may emit per step */
     int32_t *spec_out;      /* [n_slots * spec_stride] tokens of one step */
     int32_t *spec_n_out, *spec_max; /* [n_slots] */
@@ -117,7 +110,6 @@ static void cache_forget(nx_srv_engine *e, int32_t i);
 static void slot_release_ex(nx_srv_engine *e, slot *s, bool keep) {
     const int32_t i = (int32_t)(s - e->slots);
     slot_cache *c = &e->cache[i];
-    nextn_sampler_free(s->smp);
     nextn_stream_free(s->detok);
     keep = keep && !e->p.no_cache && s->req && !s->req->no_cache && s->state != SLOT_FREE && s->state != SLOT_SHARE;
     nx_srv_req_unref(s->lead);
@@ -129,15 +121,14 @@ static void slot_release_ex(nx_srv_engine *e, slot *s, bool keep) {
         nx_srv_req_unref(s->req);
     }
     nextn_error ignored;
-    if (keep && e->spec) keep = nextn_spec_seq_keep(e->spec, i, &ignored);
+    if (keep) keep = nextn_spec_seq_keep(e->spec, i, &ignored);
     if (keep) {
-        c->n_held = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+        c->n_held = nextn_spec_seq_n_past(e->spec, i);
         if (c->n_held > c->n_tok) keep = false; /* never: every decoded token was recorded */
         cache_drop_from(c, c->n_held + 1);
     }
     if (!keep) cache_forget(e, i);
     memset(s, 0, sizeof *s);
-    s->row = -1;
     pthread_mutex_lock(&e->mu);
     e->n_busy--;
     pthread_mutex_unlock(&e->mu);
@@ -183,8 +174,7 @@ static void cache_drop_from(slot_cache *c, int32_t pos) {
 static void cache_forget(nx_srv_engine *e, int32_t i) {
     slot_cache *c = &e->cache[i];
     nextn_error ignored;
-    if (e->ctx) nextn_seq_clear(e->ctx, i, &ignored);
-    if (e->spec) nextn_spec_seq_clear(e->spec, i, &ignored);
+    nextn_spec_seq_clear(e->spec, i, &ignored);
     cache_drop_from(c, 0);
     c->n_tok = c->n_held = 0;
 }
@@ -194,7 +184,7 @@ static void cache_forget(nx_srv_engine *e, int32_t i) {
  * checkpoint. */
 static void cache_take(nx_srv_engine *e, int32_t i) {
     slot_cache *c = &e->cache[i];
-    const int32_t pos = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+    const int32_t pos = nextn_spec_seq_n_past(e->spec, i);
     if (e->p.n_ckpt <= 0 || pos <= 0 || (c->n_ck > 0 && c->ck[c->n_ck - 1].pos >= pos)) return;
     nextn_state *st = c->spare;
     c->spare = NULL;
@@ -205,8 +195,7 @@ static void cache_take(nx_srv_engine *e, int32_t i) {
         c->n_ck--;
     }
     nextn_error err;
-    const bool ok = e->ctx ? nextn_state_take(&st, e->ctx, i, NEXTN_STATE_IN_PLACE, &err)
-                           : nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_IN_PLACE, &err);
+    const bool ok = nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_IN_PLACE, &err);
     if (!ok) {
         c->spare = st;
         return;
@@ -263,8 +252,7 @@ static int32_t cache_prepare(nx_srv_engine *e, int32_t i, nx_srv_req *r) {
     if (!e->p.no_cache && !r->no_cache) cache_match(e, i, r->prompt, r->n_prompt, &pos, &ck);
     nextn_error err;
     if (pos > 0 && ck >= 0) {
-        const bool ok = e->ctx ? nextn_state_restore(e->ctx, i, c->ck[ck].st, &err)
-                               : nextn_spec_state_restore(e->spec, i, c->ck[ck].st, &err);
+        const bool ok = nextn_spec_state_restore(e->spec, i, c->ck[ck].st, &err);
         if (!ok) pos = 0;
         else {
             pthread_mutex_lock(&e->mu);
@@ -364,12 +352,19 @@ static bool slot_emit(nx_srv_engine *e, slot *s, int32_t tok, int32_t n_past_aft
             }
             nx_srv_req_finish_locked(r, reason, msg[0] ? msg : NULL);
         }
-    } else {
-        pthread_cond_broadcast(&r->cv);
     }
     pthread_mutex_unlock(&r->mu);
     if (finished) slot_release(e, s);
     return finished;
+}
+
+/* After a step's tokens of slot s were emitted and its request goes on: wakes the request's
+ * reader if it streams.  A non-streamed reply's reader waits for `done` only, which
+ * nx_srv_req_finish_locked signals: waking it at every token cost a thread switch per token on
+ * the decoding cores (on 2 cores 4-5x slower decoding than `nextn run`, docs/server.md).  The
+ * wake comes after r->mu is released, so the reader does not block on the mutex at once. */
+static void slot_wake(slot *s) {
+    if (s->state != SLOT_FREE && s->req->stream) pthread_cond_broadcast(&s->req->cv);
 }
 
 /* ---- admission --------------------------------------------------------------------------- */
@@ -382,8 +377,8 @@ static void req_fail(nx_srv_req *r, int status, const char *msg) {
 }
 
 /* The part of admission shared by every choice: GET /slots' record, the detokenizer, the
- * sampler (plain mode; speculative mode passes r->smp at each prefill) with the prompt in its
- * penalty history, the log-probability setting. */
+ * log-probability setting (the sampler, r->smp, is passed at each prefill part; the generator
+ * puts the prompt in its penalty history, as llama.cpp's server does). */
 static bool slot_setup(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     const int32_t i = (int32_t)(s - e->slots);
     nx_srv_slot_info *li = &e->cache[i].last;
@@ -404,17 +399,9 @@ static bool slot_setup(nx_srv_engine *e, slot *s, nx_srv_req *r) {
         slot_fail(e, s, err.msg);
         return false;
     }
-    if (e->p.spec && !nextn_spec_set_logprobs(e->spec, i, r->n_probs, &err)) {
+    if (!nextn_spec_set_logprobs(e->spec, i, r->n_probs, &err)) {
         slot_fail(e, s, err.msg);
         return false;
-    }
-    if (!e->p.spec) {
-        if (!nextn_sampler_create(&s->smp, e->model, &r->smp, &err)) {
-            slot_fail(e, s, err.msg);
-            return false;
-        }
-        /* as llama.cpp's server: prompt tokens enter the penalty history */
-        for (int32_t k = 0; k < r->n_prompt; k++) nextn_sampler_accept(s->smp, r->prompt[k], &err);
     }
     return true;
 }
@@ -426,7 +413,6 @@ static bool slot_setup(nx_srv_engine *e, slot *s, nx_srv_req *r) {
 static bool slot_claim(nx_srv_engine *e, slot *s, nx_srv_req *r, slot_state state, nx_srv_req *lead) {
     memset(s, 0, sizeof *s);
     s->req = r;
-    s->row = -1;
     s->state = state;
     if (lead) {
         nx_srv_req_ref(lead);
@@ -444,6 +430,7 @@ static bool slot_claim(nx_srv_engine *e, slot *s, nx_srv_req *r, slot_state stat
 /* Puts r into slot s and prepares its prompt cache (the slot stays free if the client went away). */
 static bool slot_admit(nx_srv_engine *e, slot *s, nx_srv_req *r) {
     if (!slot_claim(e, s, r, SLOT_PREFILL, NULL)) return false;
+    if (r->forced) r->no_cache = true; /* tests: the sequence holds sampled tokens, not the forced ones */
     const int32_t reused = cache_prepare(e, (int32_t)(s - e->slots), r);
     s->n_fed = reused;
     pthread_mutex_lock(&r->mu);
@@ -471,7 +458,7 @@ static bool choices_waiting(const nx_srv_engine *e, int32_t i) {
 }
 
 static int32_t seq_n_past(const nx_srv_engine *e, int32_t i) {
-    return e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+    return nextn_spec_seq_n_past(e->spec, i);
 }
 
 /* Several choices: once a first choice has decoded its prompt but the last token, that state
@@ -487,16 +474,14 @@ static void share_prompts(nx_srv_engine *e) {
         const int32_t pos = lr->n_prompt - 1;
         if (seq_n_past(e, l) != pos) continue;
         nextn_error err = {0};
-        bool ok = pos == 0 || (e->ctx ? nextn_state_take(&e->share, e->ctx, l, NEXTN_STATE_FULL, &err)
-                                      : nextn_spec_state_take(&e->share, e->spec, l, NEXTN_STATE_FULL, &err));
+        bool ok = pos == 0 || nextn_spec_state_take(&e->share, e->spec, l, NEXTN_STATE_FULL, &err);
         for (int32_t j = 0; j < e->p.n_slots; j++) {
             slot *s = &e->slots[j];
             if (s->state != SLOT_SHARE || s->lead != lr) continue;
             nx_srv_req *r = s->req;
-            bool sok = ok && (pos == 0 || (e->ctx ? nextn_state_restore(e->ctx, j, e->share, &err)
-                                                  : nextn_spec_state_restore(e->spec, j, e->share, &err)));
+            bool sok = ok && (pos == 0 || nextn_spec_state_restore(e->spec, j, e->share, &err));
             /* a restored generator sequence takes its log-probability setting again */
-            sok = sok && (!e->spec || nextn_spec_set_logprobs(e->spec, j, r->n_probs, &err));
+            sok = sok && nextn_spec_set_logprobs(e->spec, j, r->n_probs, &err);
             if (!sok) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "copying the prompt state to choice %d: %s", r->choice, err.msg);
@@ -598,94 +583,18 @@ static void drop_cancelled(nx_srv_engine *e) {
 
 /* ---- one iteration ----------------------------------------------------------------------- */
 
-/* Plain mode: one batch over every busy slot, then sampling. */
-static void step_plain(nx_srv_engine *e) {
-    int32_t n = 0;
-    /* generating slots first: one row each, so prompts never starve ongoing generations */
-    for (int i = 0; i < e->p.n_slots; i++) {
-        slot *s = &e->slots[i];
-        s->row = -1;
-        if (s->state != SLOT_GENERATE || n >= e->p.n_batch) continue;
-        e->b_tok[n] = s->last;
-        e->b_pos[n] = nextn_n_past(e->ctx, i);
-        e->b_seq[n] = i;
-        e->b_logits[n] = 1;
-        s->row = n++;
-    }
-    for (int i = 0; i < e->p.n_slots && n < e->p.n_batch; i++) {
-        slot *s = &e->slots[i];
-        if (s->state != SLOT_PREFILL) continue;
-        const nx_srv_req *r = s->req;
-        /* a first choice whose other choices wait stops before the last prompt token (share_prompts) */
-        const int32_t end = choices_waiting(e, i) ? r->n_prompt - 1 : r->n_prompt;
-        int32_t take = NX_MIN(e->p.n_batch - n, end - s->n_fed);
-        const int32_t stop = cache_next_stop(e, i, r->n_prompt, s->n_fed);
-        if (stop != INT32_MAX) take = NX_MIN(take, stop - s->n_fed); /* a checkpoint there */
-        if (take <= 0) continue;
-        const int32_t pos0 = nextn_n_past(e->ctx, i);
-        for (int32_t k = 0; k < take; k++) {
-            e->b_tok[n] = r->prompt[s->n_fed + k];
-            e->b_pos[n] = pos0 + k;
-            e->b_seq[n] = i;
-            e->b_logits[n] = 0;
-            n++;
-        }
-        s->n_fed += take;
-        if (s->n_fed == r->n_prompt) { /* prompt complete: its last row gives the first token */
-            e->b_logits[n - 1] = 1;
-            s->row = n - 1;
-        }
-    }
-    if (n == 0) return;
-    const nextn_batch batch = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
-    nextn_error err;
-    if (!nextn_decode(e->ctx, &batch, &err)) {
-        /* a failed decode leaves the caches of the batch's sequences undefined: fail them all */
-        for (int i = 0; i < e->p.n_slots; i++) {
-            slot *s = &e->slots[i];
-            if (s->state == SLOT_FREE) continue;
-            bool in_batch = false;
-            for (int32_t k = 0; k < n && !in_batch; k++) in_batch = e->b_seq[k] == i;
-            if (in_batch) slot_fail(e, s, err.msg);
-        }
-        return;
-    }
-    for (int i = 0; i < e->p.n_slots; i++) {
-        slot *s = &e->slots[i];
-        if (s->state != SLOT_PREFILL || s->row >= 0) continue;
-        const int32_t at = nextn_n_past(e->ctx, i);
-        cache_after_part(e, i, s->req->n_prompt, at, cache_next_stop(e, i, s->req->n_prompt, at - 1));
-    }
-    for (int i = 0; i < e->p.n_slots; i++) {
-        slot *s = &e->slots[i];
-        if (s->state == SLOT_FREE || s->row < 0) continue;
-        int32_t tok;
-        const float *logits = nextn_get_logits(e->ctx, s->row);
-        nextn_logprob lp;
-        if (!nextn_sampler_sample(s->smp, logits, &tok, &err)) {
-            slot_fail(e, s, err.msg);
-            continue;
-        }
-        if (s->req->forced) tok = s->req->forced[s->req->n_gen]; /* tests: n_gen < n_forced here */
-        if ((s->req->n_probs >= 0 && !nextn_sampler_logprobs(s->smp, logits, tok, s->req->n_probs, &lp, &err)) ||
-            !nextn_sampler_accept(s->smp, tok, &err)) {
-            slot_fail(e, s, err.msg);
-            continue;
-        }
-        s->state = SLOT_GENERATE;
-        s->last = tok;
-        if (!cache_push(&e->cache[i], &tok, 1)) s->req->no_cache = true;
-        /* the token itself is decoded next iteration: it will occupy position n_past */
-        slot_emit(e, s, tok, nextn_n_past(e->ctx, i) + 1, s->req->n_probs >= 0 ? &lp : NULL);
-    }
+/* Tests (nx_server_params.test_force): the token slot s emits in place of the generated one.
+ * Only the engine writes n_gen, and a request stops at n_forced tokens (slot_emit). */
+static int32_t emitted_token(const slot *s, int32_t tok) {
+    return s->req->forced && s->req->n_gen < s->req->n_forced ? s->req->forced[s->req->n_gen] : tok;
 }
 
-/* Speculative mode: the next part (at most n_batch tokens) of each admitted prompt (decoded
- * alone, with the slot's own sampler), then one step of the shared generator for every
- * generating slot: one draft pass per draft position and ONE verify batch over all of them.
- * A long prompt therefore delays the generating slots by one part per step, not by its whole
- * prefill. */
-static void step_spec(nx_srv_engine *e) {
+/* One iteration: the next part (at most n_batch tokens) of each admitted prompt (decoded alone,
+ * with the request's sampler), then one step of the generator for every generating slot: in
+ * plain mode one token each, in one batch; with --spec mtp one draft pass per draft position
+ * and ONE verify batch over all of them.  A long prompt therefore delays the generating slots
+ * by one part per step, not by its whole prefill. */
+static void step(nx_srv_engine *e) {
     nextn_error err;
     for (int i = 0; i < e->p.n_slots; i++) {
         slot *s = &e->slots[i];
@@ -712,7 +621,7 @@ static void step_spec(nx_srv_engine *e) {
         if (!cache_push(&e->cache[i], &first, 1)) s->req->no_cache = true;
         const nextn_logprob *lps = NULL;
         if (s->req->n_probs >= 0 && nextn_spec_last_logprobs(e->spec, i, &lps) != 1) lps = NULL;
-        slot_emit(e, s, first, s->n_fed + 1, lps);
+        if (!slot_emit(e, s, emitted_token(s, first), s->n_fed + 1, lps)) slot_wake(s);
     }
     bool any = false;
     for (int i = 0; i < e->p.n_slots; i++) {
@@ -737,10 +646,13 @@ static void step_spec(nx_srv_engine *e) {
         nextn_spec_seq_stats(e->spec, i, &s->req->draft_n, &s->req->draft_accepted);
         const nextn_logprob *lps = NULL;
         if (s->req->n_probs >= 0 && nextn_spec_last_logprobs(e->spec, i, &lps) != e->spec_n_out[i]) lps = NULL;
-        for (int32_t k = 0; k < e->spec_n_out[i]; k++) {
+        bool finished = false;
+        for (int32_t k = 0; k < e->spec_n_out[i] && !finished; k++) {
             s->n_fed++;
-            if (slot_emit(e, s, e->spec_out[i * e->spec_stride + k], s->n_fed + 1, lps ? &lps[k] : NULL)) break;
+            finished = slot_emit(e, s, emitted_token(s, e->spec_out[i * e->spec_stride + k]), s->n_fed + 1,
+                                 lps ? &lps[k] : NULL);
         }
+        if (!finished) slot_wake(s); /* one wake for all the step's tokens */
     }
 }
 
@@ -784,13 +696,12 @@ static bool op_fail(slot_op *o, int status, const char *fmt, ...) {
 static bool slot_save(nx_srv_engine *e, slot_op *o) {
     const int32_t i = o->slot;
     slot_cache *c = &e->cache[i];
-    const int32_t n = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+    const int32_t n = nextn_spec_seq_n_past(e->spec, i);
     if (n <= 0 || c->n_held != n || c->n_tok < n)
         return op_fail(o, 400, "slot %d holds no tokens to save (its prompt cache is empty)", i);
     nextn_state *st = NULL;
     nextn_error ne;
-    bool ok = (e->ctx ? nextn_state_take(&st, e->ctx, i, NEXTN_STATE_FULL, &ne)
-                      : nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_FULL, &ne)) &&
+    bool ok = nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_FULL, &ne) &&
               nextn_state_set_tokens(st, c->tok, n, &ne) && nextn_state_save(st, o->path, &ne);
     nextn_state_free(st);
     if (!ok) {
@@ -826,7 +737,7 @@ static bool slot_restore(nx_srv_engine *e, slot_op *o) {
     else if (pos >= e->p.n_ctx)
         ok = op_fail(o, 400, "slot file %s holds %d positions; a slot holds %d (server option -c)", o->name, pos,
                      e->p.n_ctx);
-    else if (!(e->ctx ? nextn_state_restore(e->ctx, i, st, &ne) : nextn_spec_state_restore(e->spec, i, st, &ne)))
+    else if (!nextn_spec_state_restore(e->spec, i, st, &ne))
         ok = op_fail(o, 400, "slot file %s: %s", o->name, ne.msg);
     if (ok) {
         slot_cache *c = &e->cache[i];
@@ -853,7 +764,7 @@ static void slots_info(nx_srv_engine *e, nx_srv_slot_info *info) {
         x->id = i;
         x->processing = s->state != SLOT_FREE;
         x->n_ctx = e->p.n_ctx;
-        x->n_tokens = e->ctx ? nextn_n_past(e->ctx, i) : nextn_spec_seq_n_past(e->spec, i);
+        x->n_tokens = nextn_spec_seq_n_past(e->spec, i);
         if (x->processing) {
             pthread_mutex_lock(&s->req->mu);
             x->n_decoded = s->req->n_gen;
@@ -936,7 +847,7 @@ bool nx_srv_engine_slots(nx_srv_engine *e, nx_srv_slot_info *info, nx_err *err) 
 }
 
 int32_t nx_srv_engine_n_slots(const nx_srv_engine *e) { return e->p.n_slots; }
-bool nx_srv_engine_is_spec(const nx_srv_engine *e) { return e->spec != NULL; }
+bool nx_srv_engine_is_spec(const nx_srv_engine *e) { return e->p.spec; }
 
 static void *engine_main(void *arg) {
     nx_srv_engine *e = arg;
@@ -950,10 +861,7 @@ static void *engine_main(void *arg) {
         admit_queued(e);
         drop_cancelled(e);
         share_prompts(e);
-        if (e->p.spec)
-            step_spec(e);
-        else
-            step_plain(e);
+        step(e);
     }
     return NULL;
 }
@@ -990,22 +898,14 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
     bool ok = (e->slots = nx_calloc((size_t)p->n_slots, sizeof *e->slots, "serve slots", err)) &&
               (e->cache = nx_calloc((size_t)p->n_slots, sizeof *e->cache, "serve prompt cache", err)) &&
               (e->queue = nx_calloc((size_t)p->max_queue, sizeof *e->queue, "serve queue", err));
-    for (int i = 0; ok && i < p->n_slots; i++) e->slots[i].row = -1;
     nextn_error nerr;
-    if (ok && !p->spec) {
-        nextn_context_params cp = nextn_context_default_params();
-        cp.n_ctx = p->n_ctx;
-        cp.n_seq = p->n_slots;
-        cp.n_threads = p->n_threads;
-        cp.kv_type = p->kv_type;
-        cp.kv_type_v = p->kv_type_v;
-        if (!nextn_context_create(&e->ctx, model, &cp, &nerr)) ok = nx_fail(err, "serve: %s", nerr.msg);
-        ok = ok && (e->b_tok = nx_calloc((size_t)p->n_batch, sizeof(int32_t), "serve batch", err)) &&
-             (e->b_pos = nx_calloc((size_t)p->n_batch, sizeof(int32_t), "serve batch", err)) &&
-             (e->b_seq = nx_calloc((size_t)p->n_batch, sizeof(int32_t), "serve batch", err)) &&
-             (e->b_logits = nx_calloc((size_t)p->n_batch, 1, "serve batch", err));
-    }
-    if (ok && p->spec) {
+    if (ok) {
+        /* plain mode is the same generator with drafting off: no MTP head, no rollback slots */
+        nextn_spec_params sp = p->spec_params;
+        if (!p->spec) { /* the drafting parameters do not apply */
+            sp = nextn_spec_default_params();
+            sp.use_mtp = false;
+        }
         nextn_context_params cp = nextn_context_default_params();
         cp.n_ctx = p->n_ctx;
         cp.n_seq = p->n_slots;
@@ -1013,7 +913,7 @@ bool nx_srv_engine_start(nx_srv_engine **out, const nextn_model *model, const nx
         cp.kv_type = p->kv_type;
         cp.kv_type_v = p->kv_type_v;
         /* per-request samplers replace these defaults at each prefill */
-        if (!nextn_spec_create(&e->spec, model, &cp, &p->spec_params, NULL, &nerr)) ok = nx_fail(err, "serve: %s", nerr.msg);
+        if (!nextn_spec_create(&e->spec, model, &cp, &sp, NULL, &nerr)) ok = nx_fail(err, "serve: %s", nerr.msg);
         if (ok) e->spec_stride = nextn_spec_max_step_tokens(e->spec);
         ok = ok &&
              (e->spec_out = nx_calloc((size_t)p->n_slots * e->spec_stride, sizeof(int32_t), "serve spec output", err)) &&
@@ -1095,9 +995,7 @@ void nx_srv_engine_cache_stats(nx_srv_engine *e, nx_srv_cache_stats *st) {
     *st = e->cst;
     pthread_mutex_unlock(&e->mu);
     st->n_ckpt = e->p.no_cache ? 0 : e->p.n_ckpt;
-    st->ckpt_bytes = e->ctx    ? nextn_state_size_for(e->ctx, NEXTN_STATE_IN_PLACE, 0)
-                     : e->spec ? nextn_spec_state_size_for(e->spec, NEXTN_STATE_IN_PLACE, 0)
-                               : 0;
+    st->ckpt_bytes = e->spec ? nextn_spec_state_size_for(e->spec, NEXTN_STATE_IN_PLACE, 0) : 0;
 }
 
 void nx_srv_engine_stop(nx_srv_engine *e) {
@@ -1155,14 +1053,9 @@ void nx_srv_engine_free(nx_srv_engine *e) {
         free(c->tok);
     }
     free(e->cache);
-    nextn_context_free(e->ctx);
     nextn_spec_free(e->spec);
     free(e->slots);
     free(e->queue);
-    free(e->b_tok);
-    free(e->b_pos);
-    free(e->b_seq);
-    free(e->b_logits);
     free(e->spec_out);
     free(e->spec_n_out);
     free(e->spec_max);

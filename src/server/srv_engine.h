@@ -1,16 +1,16 @@
 /* srv_engine.h - the decoding engine behind `nextn serve`: one thread, n_slots parallel
  * sequences, continuous batching.
  *
- * Plain mode: one nextn_context with one sequence per slot.  Every iteration builds one batch
- * from all busy slots - one row per generating slot plus prompt chunks of newly admitted slots
- * (at most n_batch rows in all) - decodes it, and samples the next token of every slot that
- * needs one.  Requests wait in a FIFO queue while all slots are busy.
- * Speculative mode (--spec mtp): one nextn_spec with one sequence per slot.  A newly admitted
- * slot's prompt is decoded on its own (nextn_spec_prefill_seq, with the request's sampler);
- * then every iteration advances all generating slots together: one MTP draft pass per draft
- * position and ONE verify batch over all slots' [last, drafts] rows (exact: greedy output ==
- * plain, sampled output follows the target distribution per request).  A finished slot's
- * sequence is cleared for the next request.
+ * One generation path: the engine owns one nextn_spec with one sequence per slot; plain mode is
+ * that generator with drafting off (use_mtp false: no MTP head, no rollback slots), --spec mtp
+ * the same with the MTP head.  A newly admitted slot's prompt is decoded on its own, in parts of
+ * at most n_batch tokens (nextn_spec_prefill_seq_part, with the request's sampler), one part per
+ * iteration; every iteration then advances all generating slots together
+ * (nextn_spec_step_seqs): one batch with one row per slot in plain mode; with --spec mtp one MTP
+ * draft pass per draft position and ONE verify batch over all slots' [last, drafts] rows
+ * (exact: greedy output == plain, sampled output follows the target distribution per request).
+ * Requests wait in a FIFO queue while all slots are busy.  A finished slot's sequence is kept
+ * for the prompt cache or cleared for the next request.
  *
  * Prompt cache (on unless no_cache; a request opts out with "cache_prompt": false): a slot keeps
  * its sequence after a request (the tokens it holds: prompt + reply, less the last token) and up
