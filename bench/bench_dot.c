@@ -58,7 +58,11 @@ __attribute__((target("avx512f"))) static uint64_t sum_avx512(const uint64_t *p,
         c = _mm512_add_epi64(c, _mm512_loadu_si512(p + i + 16));
         d = _mm512_add_epi64(d, _mm512_loadu_si512(p + i + 24));
     }
-    uint64_t s = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+    /* lanes summed as unsigned (gcc's _mm512_reduce_add_epi64 adds them as signed long long: UBSan rejects
+     * the wrap-around a checksum of arbitrary words reaches) */
+    uint64_t lane[8], s = 0;
+    _mm512_storeu_si512(lane, _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+    for (int k = 0; k < 8; k++) s += lane[k];
     for (; i < n; i++) s += p[i];
     return s;
 }
