@@ -578,24 +578,26 @@ bool chat_save(const chat_session *cs, const char *path, nextn_error *err) {
     char *s = cJSON_Print(arr);
     cJSON_Delete(arr);
     if (!s) return failf(err, "out of memory");
-    FILE *f = fopen(path, "wb");
+    char tmp[4096];
+    nx_err ie;
+    FILE *f = nx_fcreate_begin(path, tmp, sizeof tmp, &ie); /* a temporary file renamed over path */
     if (!f) {
         free(s);
-        return failf(err, "cannot create '%s': %s", path, strerror(errno));
+        return failf(err, "%s", ie.msg);
     }
     size_t n = strlen(s);
     bool ok = fwrite(s, 1, n, f) == n && fputc('\n', f) != EOF;
-    ok = (fclose(f) == 0) && ok;
+    if (!ok) snprintf(ie.msg, sizeof ie.msg, "writing '%s' failed: %s", path, strerror(errno));
     free(s);
-    if (!ok) return failf(err, "writing '%s' failed: %s", path, strerror(errno));
+    if (!nx_fcreate_commit(f, tmp, path, ok, &ie)) return failf(err, "%s", ie.msg);
     return true;
 }
 
 bool chat_load(chat_session *cs, const char *path, nextn_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return failf(err, "cannot open '%s': %s", path, strerror(errno));
-    nx_buf b = {0};
     nx_err ie;
+    FILE *f = nx_fopen_regular(path, &ie); /* no FIFO, device or link: never blocks */
+    if (!f) return failf(err, "%s", ie.msg);
+    nx_buf b = {0};
     char chunk[65536];
     size_t k;
     bool ok = nx_buf_append(&b, "", 0, &ie);

@@ -18,6 +18,7 @@
 /* What each include is for (the users named; nothing else is reached through this header): */
 #include "api/api_internal.h"       /* the nx_model under a nextn_model: server (the GGUF's chat template) */
 #include "base/common.h"           /* nx_err, nx_fail, buffers: every tool */
+#include "base/file_safe.h"        /* non-blocking, link-refusing opens: server slot files, chat /save and /load */
 #include "base/threads.h"          /* nx_pool: mkmodel, quantize, spec-bench */
 #include "base/utf8.h"             /* UTF-8 checks: server (JSON bodies, /detokenize pieces) */
 #include "forward/forward.h"        /* nx_ctx, nx_forward: spec-bench (verify-cost batches) */

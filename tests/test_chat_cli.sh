@@ -123,7 +123,7 @@ printf '[{"role": "user"' >"$tmp/bad3.json"
 printf 'hi\n/load %s\n/load %s\n/load %s\n/load %s\n/frobnicate\n//save is not a command\n/save %s\n' "$tmp/bad1.json" "$tmp/bad2.json" \
   "$tmp/bad3.json" "$tmp/nope.json" "$tmp/c6.json" | "$NEXTN" chat -m "$model" $QWEN --no-think --temp 0 -n 4 >/dev/null 2>"$tmp/err6"
 check "bad /load files are refused with a message naming the problem" \
-  'grep -q "message 1: role must be" "$tmp/err6" && grep -q "content must be a string" "$tmp/err6" && grep -q "bad3.json: invalid JSON" "$tmp/err6" && grep -q "cannot open .*nope.json" "$tmp/err6"'
+  'grep -q "message 1: role must be" "$tmp/err6" && grep -q "content must be a string" "$tmp/err6" && grep -q "bad3.json: invalid JSON" "$tmp/err6" && grep -q "nope.json: cannot open" "$tmp/err6"'
 check "the session survives them; unknown commands are refused; // sends a /message" \
   'grep -q "unknown command /frobnicate" "$tmp/err6" && [ "$(field "$tmp/c6.json" 0 content)" = hi ] && [ "$(field "$tmp/c6.json" 2 content)" = "/save is not a command" ]'
 

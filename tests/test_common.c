@@ -8,10 +8,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "base/common.h"
 #include "base/cpu.h"
+#include "base/file_safe.h"
 
 static void test_fail_formats_and_returns_false(void **state) {
     (void)state;
@@ -59,6 +61,58 @@ static void test_isa_level_fixed_at_first_use(void **state) {
 
 /* A true NX_ASSERT does nothing; a false one prints file:line, the condition and the message on
  * stderr and aborts (run in a child process). */
+/* file_safe: only regular files are read (no blocking on a FIFO: the open would wait for a
+ * writer, a read for data, and this test would hang); writes replace only regular files and
+ * leave no temporary file behind. */
+static void test_file_safe_refuses_non_regular(void **state) {
+    (void)state;
+    char reg[1024], fifo[1024], link[1024], tmp[1100];
+    snprintf(reg, sizeof reg, "%s", tu_tmp_path("fs_reg"));
+    snprintf(fifo, sizeof fifo, "%s", tu_tmp_path("fs_fifo"));
+    snprintf(link, sizeof link, "%s", tu_tmp_path("fs_link"));
+    unlink(reg), unlink(fifo), unlink(link);
+    nx_err e;
+    FILE *f = nx_fcreate_begin(reg, tmp, sizeof tmp, &e);
+    assert_non_null(f);
+    assert_int_equal(fputs("one", f) >= 0, 1);
+    assert_true(nx_fcreate_commit(f, tmp, reg, true, &e));
+    assert_int_equal(access(tmp, F_OK), -1);
+    f = nx_fopen_regular(reg, &e);
+    assert_non_null(f);
+    char buf[8] = {0};
+    assert_int_equal(fread(buf, 1, sizeof buf, f), 3);
+    assert_string_equal(buf, "one");
+    fclose(f);
+    /* a failed write keeps the old contents and removes its temporary file */
+    f = nx_fcreate_begin(reg, tmp, sizeof tmp, &e);
+    assert_non_null(f);
+    fputs("two", f);
+    snprintf(e.msg, sizeof e.msg, "mine");
+    assert_false(nx_fcreate_commit(f, tmp, reg, false, &e));
+    assert_string_equal(e.msg, "mine");
+    assert_int_equal(access(tmp, F_OK), -1);
+
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink(reg, link), 0);
+    assert_null(nx_fopen_regular(fifo, &e));
+    assert_non_null(strstr(e.msg, "is a FIFO"));
+    assert_non_null(strstr(e.msg, fifo));
+    assert_null(nx_fopen_regular(link, &e));
+    assert_non_null(strstr(e.msg, "is a symbolic link"));
+    assert_null(nx_fopen_regular("/dev/null", &e));
+    assert_non_null(strstr(e.msg, "/dev/null: is a character device"));
+    assert_null(nx_fopen_regular("/", &e));
+    assert_non_null(strstr(e.msg, "is a folder"));
+    assert_null(nx_fcreate_begin(fifo, tmp, sizeof tmp, &e));
+    assert_non_null(strstr(e.msg, "is a FIFO"));
+    assert_null(nx_fcreate_begin(link, tmp, sizeof tmp, &e));
+    assert_non_null(strstr(e.msg, "is a symbolic link"));
+    struct stat sb;
+    assert_int_equal(lstat(fifo, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    unlink(reg), unlink(fifo), unlink(link);
+}
+
 static void test_assert_aborts_with_message(void **state) {
     (void)state;
     int evaluated = 0;
@@ -92,6 +146,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_isa_level_fixed_at_first_use),
         cmocka_unit_test(test_assert_aborts_with_message),
+        cmocka_unit_test(test_file_safe_refuses_non_regular),
         cmocka_unit_test(test_fail_formats_and_returns_false),
         cmocka_unit_test(test_calloc_overflow_is_an_error),
         cmocka_unit_test(test_aligned_alloc_is_aligned_and_zeroed),

@@ -31,6 +31,7 @@
 
 #include "api/api_internal.h"
 #include "base/common.h"
+#include "base/file_safe.h"
 #include "forward/ctx_internal.h"
 #include "forward/seq_ckpt.h"
 #include "gguf/gguf.h"
@@ -432,10 +433,9 @@ bool nextn_state_save(const nextn_state *st, const char *path, nextn_error *err)
     hdr_encode(&h, hb);
 
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return fail(err, "state save: path too long: %s", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return fail(err, "state save %s: cannot create %s: %s", path, tmp, strerror(errno));
+    nx_err ie;
+    FILE *f = nx_fcreate_begin(path, tmp, sizeof tmp, &ie);
+    if (!f) return fail(err, "state save: %s", ie.msg);
     hasher x;
     hash_init(&x);
     hash_bytes(&x, hb, sizeof hb);
@@ -447,14 +447,9 @@ bool nextn_state_save(const nextn_state *st, const char *path, nextn_error *err)
     uint8_t cb[8];
     put64(cb, hash_final(&x));
     wok = wok && fwrite(cb, 1, 8, f) == 8;
-    wok = wok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     const int e = errno;
-    wok = (fclose(f) == 0) && wok;
-    if (!wok || rename(tmp, path) != 0) {
-        const int e2 = wok ? errno : e;
-        remove(tmp);
-        return fail(err, "state save %s: write failed: %s", path, strerror(e2));
-    }
+    if (!wok) snprintf(ie.msg, sizeof ie.msg, "%s: write failed: %s", path, strerror(e));
+    if (!nx_fcreate_commit(f, tmp, path, wok, &ie)) return fail(err, "state save: %s", ie.msg);
     return true;
 }
 
@@ -481,10 +476,10 @@ static bool check_geometry(const char *path, const hdr *h, const nx_model *m, ne
 bool nextn_state_load(nextn_state **out, const nextn_model *model, const char *path, nextn_error *err) {
     if (!out || !model || !path) return fail(err, "state load: %s is NULL", !out ? "out" : !model ? "model" : "path");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, "state file %s: cannot open: %s", path, strerror(errno));
-    nextn_state *st = NULL;
     nx_err ie;
+    FILE *f = nx_fopen_regular(path, &ie);
+    if (!f) return fail(err, "state file %s", ie.msg);
+    nextn_state *st = NULL;
     uint8_t hb[HEADER_BYTES];
     bool ok = false;
     if (fseek(f, 0, SEEK_END) != 0) {

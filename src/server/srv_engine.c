@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "nextn_internal.h"
+
 /* SLOT_SHARE: a choice of a request with n > 1 waiting for the first choice's prompt state. */
 typedef enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_GENERATE, SLOT_SHARE } slot_state;
 
@@ -699,6 +701,10 @@ static bool slot_save(nx_srv_engine *e, slot_op *o) {
     const int32_t n = nextn_spec_seq_n_past(e->spec, i);
     if (n <= 0 || c->n_held != n || c->n_tok < n)
         return op_fail(o, 400, "slot %d holds no tokens to save (its prompt cache is empty)", i);
+    struct stat sb;
+    if (lstat(o->path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return op_fail(o, 400, "slot file %s is %s; only a regular file is overwritten", o->name,
+                       nx_file_kind(sb.st_mode));
     nextn_state *st = NULL;
     nextn_error ne;
     bool ok = nextn_spec_state_take(&st, e->spec, i, NEXTN_STATE_FULL, &ne) &&
@@ -709,7 +715,6 @@ static bool slot_save(nx_srv_engine *e, slot_op *o) {
         hide_path(&o->err, o->path, o->name);
         return false;
     }
-    struct stat sb;
     o->res->n_tokens = n;
     o->res->n_bytes = stat(o->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     return true;
@@ -717,9 +722,11 @@ static bool slot_save(nx_srv_engine *e, slot_op *o) {
 
 static bool slot_restore(nx_srv_engine *e, slot_op *o) {
     const int32_t i = o->slot;
-    struct stat sb;
-    if (stat(o->path, &sb) != 0)
+    struct stat sb; /* lstat: a link is refused (400), not followed; nextn_state_load opens without blocking */
+    if (lstat(o->path, &sb) != 0)
         return op_fail(o, errno == ENOENT ? 404 : 400, "slot file %s: %s", o->name, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return op_fail(o, 400, "slot file %s is %s; only a regular file is restored", o->name, nx_file_kind(sb.st_mode));
     nextn_state *st = NULL;
     nextn_error ne;
     if (!nextn_state_load(&st, e->model, o->path, &ne)) {
